@@ -1,0 +1,129 @@
+"""Multi-head self-attention with no position information of its own.
+
+Notation: ``b`` batch, ``s`` sequence (``q`` queries, ``k`` keys), ``h`` heads,
+``d`` head dimension, ``D = h * d`` model dimension.
+
+Position schemes plug in at two places, so later chapters add them without
+rewriting this module:
+
+* ``score_bias(q_len, k_len)`` returns an additive bias broadcastable to
+  ``(h, q, k)`` (T5 relative bias, ALiBi); it is added *after* the ``1/sqrt(d)`` scaling.
+* ``qk_transform(q, k)`` returns new ``(q, k)`` of shape ``(b, h, s, d)`` (RoPE).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+
+from companion import _checks
+
+ScoreBias = Callable[[int, int], torch.Tensor]
+QKTransform = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``softmax(q k^T / sqrt(d) + bias) v``, returning the output and the weights.
+
+    Args:
+        q: ``(b, h, q, d)``.
+        k: ``(b, h, k, d)``.
+        v: ``(b, h, k, d_v)``.
+        bias: optional additive bias broadcastable to ``(b, h, q, k)``; its last two
+            dimensions must be exactly ``(q, k)``.
+        causal: if True, query ``i`` sees keys ``j <= i + (k - q)`` only (the last query
+            is aligned with the last key).
+
+    Returns:
+        ``(output, weights)``: ``(b, h, q, d_v)`` and ``(b, h, q, k)``.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _checks.tensor(name, t, ndim=4, shape="(batch, heads, seq, head_dim)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same head_dim, got {q.shape[-1]} and {k.shape[-1]}")
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"k and v must have the same number of positions, got {k.shape[-2]} and {v.shape[-2]}")
+    q_len, k_len = q.shape[-2], k.shape[-2]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (b, h, q, k)
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor):
+            raise TypeError(f"bias must be a torch.Tensor, got {type(bias).__name__}")
+        if bias.ndim < 2 or bias.ndim > 4 or tuple(bias.shape[-2:]) != (q_len, k_len):
+            raise ValueError(
+                f"bias must end in (q, k) = ({q_len}, {k_len}) and have 2 to 4 dimensions, "
+                f"got shape {tuple(bias.shape)}"
+            )
+        scores = scores + bias
+    if causal:
+        future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(k_len - q_len + 1)
+        scores = scores.masked_fill(future, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+class MultiHeadSelfAttention(nn.Module):
+    """Multi-head self-attention; position information only through the two hooks.
+
+    Args:
+        dim: model dimension ``D``.
+        num_heads: number of heads ``h``; must divide ``dim``.
+        score_bias: optional callable ``(q_len, k_len) -> bias`` broadcastable to
+            ``(h, q, k)``; if it is an ``nn.Module`` its parameters are trained with this one.
+        qk_transform: optional callable ``(q, k) -> (q, k)`` on ``(b, h, s, d)`` tensors.
+
+    ``forward(x, *, causal=False, attn_bias=None)`` takes ``x`` of shape ``(b, s, D)`` and
+    returns ``(b, s, D)``; after a call, ``last_weights`` holds the ``(b, h, s, s)`` weights.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        *,
+        score_bias: ScoreBias | None = None,
+        qk_transform: QKTransform | None = None,
+    ):
+        super().__init__()
+        self.dim = _checks.positive_int("dim", dim)
+        self.num_heads = _checks.positive_int("num_heads", num_heads)
+        if dim % num_heads:
+            raise ValueError(f"num_heads={num_heads} must divide dim={dim}; choose a divisor of {dim}")
+        for name, hook in (("score_bias", score_bias), ("qk_transform", qk_transform)):
+            if hook is not None and not callable(hook):
+                raise TypeError(f"{name} must be callable or None, got {type(hook).__name__}")
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.score_bias = score_bias
+        self.qk_transform = qk_transform
+        self.last_weights: torch.Tensor | None = None
+
+    def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
+        b, s, _ = t.shape
+        return t.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)  # (b, h, s, d)
+
+    def forward(
+        self, x: torch.Tensor, *, causal: bool = False, attn_bias: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        _checks.tensor("x", x, ndim=3, shape="(batch, seq, dim)")
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x has {x.shape[-1]} features but the layer has dim={self.dim}")
+        b, s, _ = x.shape
+        q, k, v = (self._split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        if self.qk_transform is not None:
+            q, k = self.qk_transform(q, k)
+        bias = None if self.score_bias is None else self.score_bias(s, s)
+        if attn_bias is not None:
+            bias = attn_bias if bias is None else bias + attn_bias
+        out, self.last_weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        return self.out(out.transpose(1, 2).reshape(b, s, self.dim))  # (b, s, D)

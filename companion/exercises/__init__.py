@@ -1,0 +1,12 @@
+"""Checkers for the chapters' exercises: ``check_...(answer)`` returns a :class:`Feedback`.
+
+A checker never raises on a wrong answer (wrong shapes and types included); it says
+what is off and what to look at. Each chapter's checkers live in ``chNN.py``.
+"""
+
+from companion.exercises._feedback import Feedback
+from companion.exercises.ch01 import *  # noqa: F401,F403
+from companion.exercises.ch02 import *  # noqa: F401,F403
+from companion.exercises.ch03 import *  # noqa: F401,F403
+from companion.exercises.ch04 import *  # noqa: F401,F403
+from companion.exercises.ch05 import *  # noqa: F401,F403

@@ -1,0 +1,32 @@
+"""The answer a checker gives: truthy when right, and a message that helps either way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """Result of an exercise checker.
+
+    ``bool(feedback)`` is ``feedback.ok``, so a solution can ``assert check_...(answer)``;
+    the notebook displays ``message``, which hints at what to look at and never gives
+    the solution away.
+    """
+
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __repr__(self) -> str:
+        return ("Correct. " if self.ok else "Not yet. ") + self.message
+
+
+def right(message: str) -> Feedback:
+    return Feedback(True, message)
+
+
+def wrong(message: str) -> Feedback:
+    return Feedback(False, message)
