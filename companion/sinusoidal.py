@@ -145,8 +145,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", self._build_table(), persistent=False)
 
     def _build_table(self) -> torch.Tensor:
-        table = sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout)
-        return torch.from_numpy(table).to(torch.get_default_dtype())
+        # Kept in float64; forward casts it to the input's dtype.
+        return torch.from_numpy(sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         seq = _checks.sequence_fits("x", x, max_len=self.max_len, dim=self.dim)
