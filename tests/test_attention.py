@@ -1,0 +1,160 @@
+"""Tests of companion.attention against a per-head loop reference."""
+
+import math
+
+import pytest
+import torch
+
+from companion.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+
+
+def reference_attention(q, k, v, bias=None, causal=False):
+    """One (batch, head, query) row at a time, softmax written out."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    out = torch.zeros(b, h, sq, v.shape[-1], dtype=q.dtype)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(sq):
+                scores = []
+                for j in range(sk):
+                    s = float(q[bi, hi, i] @ k[bi, hi, j]) / math.sqrt(d)
+                    if bias is not None:
+                        s += float(bias.expand(b, h, sq, sk)[bi, hi, i, j])
+                    if causal and j > i + (sk - sq):
+                        s = -math.inf
+                    scores.append(s)
+                top = max(scores)
+                e = [math.exp(s - top) for s in scores]
+                total = sum(e)
+                for j in range(sk):
+                    out[bi, hi, i] += e[j] / total * v[bi, hi, j]
+    return out
+
+
+@pytest.fixture
+def qkv():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64) for _ in range(3)]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matches_reference(qkv, causal, with_bias):
+    q, k, v = qkv
+    bias = torch.randn(3, 5, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) if with_bias else None
+    out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+    torch.testing.assert_close(out, reference_attention(q, k, v, bias, causal), rtol=0, atol=1e-12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 5, dtype=torch.float64))
+
+
+def test_causal_with_more_keys_than_queries_aligns_the_last_positions(qkv):
+    q, k, v = qkv
+    out, weights = scaled_dot_product_attention(q[:, :, 3:], k, v, causal=True)
+    torch.testing.assert_close(out, reference_attention(q[:, :, 3:], k, v, causal=True), rtol=0, atol=1e-12)
+    assert weights[0, 0, 0, 4] == 0 and weights[0, 0, 0, 3] > 0
+
+
+def test_self_attention_is_permutation_equivariant():
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(16, 4).double()
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    perm = torch.tensor([4, 0, 5, 2, 1, 3])
+    out = attn(x)
+    weights = attn.last_weights
+    torch.testing.assert_close(attn(x[:, perm]), out[:, perm])
+    # The weights are permuted along both axes, not left unchanged.
+    torch.testing.assert_close(attn.last_weights, weights[:, :, perm][:, :, :, perm])
+    assert not torch.allclose(attn.last_weights, weights)
+
+
+def test_causal_mask_breaks_permutation_equivariance():
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(16, 4).double()
+    x = torch.randn(1, 6, 16, dtype=torch.float64)
+    perm = torch.tensor([5, 4, 3, 2, 1, 0])
+    assert not torch.allclose(attn(x[:, perm], causal=True), attn(x, causal=True)[:, perm])
+
+
+def test_hooks_are_called_with_the_right_shapes():
+    seen = {}
+
+    def bias(q_len, k_len):
+        seen["bias"] = (q_len, k_len)
+        return torch.zeros(2, q_len, k_len)
+
+    def transform(q, k):
+        seen["qk"] = (tuple(q.shape), tuple(k.shape))
+        return q * 0, k  # zero queries: uniform attention
+
+    attn = MultiHeadSelfAttention(8, 2, score_bias=bias, qk_transform=transform)
+    attn(torch.randn(3, 5, 8))
+    assert seen == {"bias": (5, 5), "qk": ((3, 2, 5, 4), (3, 2, 5, 4))}
+    torch.testing.assert_close(attn.last_weights, torch.full((3, 2, 5, 5), 0.2))
+
+
+class _LearnedBias(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(1.0))
+
+    def forward(self, q_len, k_len):
+        return self.scale * torch.ones(q_len, k_len)
+
+
+def test_score_bias_module_is_registered_and_trained():
+    bias = _LearnedBias()
+    attn = MultiHeadSelfAttention(8, 2, score_bias=bias)
+    assert any(p is bias.scale for p in attn.parameters())
+    attn(torch.randn(1, 3, 8)).sum().backward()
+    assert bias.scale.grad is not None
+
+
+def test_bias_and_attn_bias_add_up():
+    torch.manual_seed(0)
+    b1 = torch.randn(2, 4, 4)
+    b2 = torch.randn(4, 4)
+    x = torch.randn(1, 4, 8)
+    a = MultiHeadSelfAttention(8, 2, score_bias=lambda q, k: b1)
+    plain = MultiHeadSelfAttention(8, 2)
+    plain.load_state_dict(a.state_dict())
+    torch.testing.assert_close(a(x, attn_bias=b2), plain(x, attn_bias=b1 + b2))
+
+
+@pytest.mark.parametrize(
+    "make, error, words",
+    [
+        (lambda: MultiHeadSelfAttention(10, 4), ValueError, "num_heads=4 must divide dim=10"),
+        (lambda: MultiHeadSelfAttention(0, 1), ValueError, "dim must be a positive"),
+        (lambda: MultiHeadSelfAttention(8, 0), ValueError, "num_heads must be a positive"),
+        (lambda: MultiHeadSelfAttention(8, 2, score_bias=3), TypeError, "score_bias must be callable"),
+        (lambda: MultiHeadSelfAttention(8, 2, qk_transform="rope"), TypeError, "qk_transform must be callable"),
+    ],
+)
+def test_bad_constructor_arguments(make, error, words):
+    with pytest.raises(error, match=words):
+        make()
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda a: a(torch.randn(4, 8)), ValueError, r"3 dimensions .*unsqueeze"),
+        (lambda a: a(torch.randn(1, 4, 6)), ValueError, "6 features but the layer has dim=8"),
+        (lambda a: a(torch.randn(1, 4, 8), attn_bias=torch.zeros(3, 3)), ValueError, r"bias must end in \(q, k\) = \(4, 4\)"),
+        (lambda a: a(torch.randn(1, 4, 8), attn_bias=[[0.0]]), TypeError, "bias must be a torch.Tensor"),
+    ],
+)
+def test_bad_forward_arguments(call, error, words):
+    with pytest.raises(error, match=words):
+        call(MultiHeadSelfAttention(8, 2))
+
+
+def test_sdpa_shape_errors(qkv):
+    q, k, v = qkv
+    with pytest.raises(ValueError, match="same head_dim"):
+        scaled_dot_product_attention(q, k[..., :3], v)
+    with pytest.raises(ValueError, match="same number of positions"):
+        scaled_dot_product_attention(q, k, v[:, :, :4])
+    with pytest.raises(ValueError, match="4 dimensions"):
+        scaled_dot_product_attention(q[0], k, v)
