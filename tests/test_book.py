@@ -1,0 +1,89 @@
+"""House rules for the book's notebooks, checked on the stored files.
+
+nbval proves the stored outputs are what the code produces; these tests check the rest:
+every chapter is in the table of contents, was executed top to bottom, shows no errors,
+warnings or machine paths, installs nothing, and ends with 2 to 4 exercises with solutions.
+"""
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "book").glob("*.ipynb"))
+CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")
+PLOT_TEXT = re.compile(r"set_title|set_xlabel|set_ylabel|title=|xlabel=|ylabel=|label=|ticklabels|suptitle|annotate|\.text\(")
+LEAKS = [str(ROOT), str(Path.home()), tempfile.gettempdir(), sys.prefix, "site-packages"]
+
+
+def cells(path, kind):
+    return [c for c in json.loads(path.read_text(encoding="utf-8"))["cells"] if c["cell_type"] == kind]
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def test_there_are_chapters():
+    assert len(NOTEBOOKS) >= 5
+
+
+def test_toc_lists_every_chapter_and_only_existing_files():
+    toc = (ROOT / "_toc.yml").read_text(encoding="utf-8")
+    listed = re.findall(r"file:\s*(\S+)", toc)
+    for nb in NOTEBOOKS:
+        assert f"book/{nb.stem}" in listed, f"{nb.name} is not in _toc.yml"
+    for entry in listed:
+        assert any((ROOT / f"{entry}{ext}").exists() for ext in (".ipynb", ".md")), f"_toc.yml lists missing {entry}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_executed_top_to_bottom(path):
+    counts = [c["execution_count"] for c in cells(path, "code") if source(c).strip()]
+    assert counts == list(range(1, len(counts) + 1)), f"{path.name}: re-run it with `make execute NB=book/{path.name}`"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_outputs_are_clean(path):
+    for i, cell in enumerate(cells(path, "code")):
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error", f"{path.name} code cell {i} stored an error"
+            assert out.get("name") != "stderr", f"{path.name} code cell {i} wrote to stderr: {out.get('text')}"
+            text = json.dumps(out.get("text", "")) + json.dumps(out.get("data", {}).get("text/plain", ""))
+            for leak in LEAKS:
+                assert leak not in text, f"{path.name} code cell {i} shows a machine path"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_thin_and_offline(path):
+    for i, cell in enumerate(cells(path, "code")):
+        src = source(cell)
+        assert not re.search(r"^\s*[!%]\s*(pip|conda)\b", src, re.M), f"{path.name} cell {i} installs packages"
+        assert not re.search(r"urlopen|requests\.get|wget|curl|download", src), f"{path.name} cell {i} downloads"
+        assert len(src.splitlines()) <= 25, f"{path.name} code cell {i} has {len(src.splitlines())} lines; move code to companion/"
+        for line in src.splitlines():
+            if PLOT_TEXT.search(line):
+                assert not CJK.search(line), f"{path.name} cell {i} puts CJK text in a figure: {line.strip()}"
+    assert path.stat().st_size < 3_000_000, f"{path.name} is too large; keep figures small"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_claims_are_checked(path):
+    code = "\n".join(source(c) for c in cells(path, "code"))
+    assert "assert" in code, f"{path.name} asserts nothing"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_two_to_four_exercises_each_with_a_checked_solution(path):
+    markdown = "\n".join(source(c) for c in cells(path, "markdown"))
+    labels = re.findall(r"```\{exercise\}[^\n]*\n:label:\s*(\S+)", markdown)
+    assert 2 <= len(labels) <= 4, f"{path.name} has {len(labels)} exercises"
+    solved = re.findall(r"```\{solution-start\}\s*(\S+)", markdown)
+    assert sorted(solved) == sorted(labels), f"{path.name}: exercises {labels} but solutions {solved}"
+    code = "\n".join(source(c) for c in cells(path, "code"))
+    assert code.count("check_") >= len(labels), f"{path.name}: every solution should call its checker"
