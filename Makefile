@@ -7,7 +7,7 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 # What `make test` runs; narrow it with e.g. `make test TESTS="book/03_formula.ipynb tests/test_sinusoidal.py"`.
 TESTS  ?= tests book
 
-.PHONY: book test bench lab execute constraints clean
+.PHONY: book test bench lab execute figures constraints clean
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ lab: $(STAMP)
 NB ?= $(NOTEBOOKS)
 execute: $(STAMP)
 	$(PY) tests/notebooks.py execute $(NB)
+
+# Redraw the cover figure that README.md and the landing page show (a test checks it is current).
+figures: $(STAMP)
+	MPLBACKEND=Agg $(PY) -c "from companion.plotting import hero_figure; hero_figure().savefig('book/images/hero.png', metadata={'Software': None})"
 
 # Re-pin every transitive dependency from the current .venv (after changing requirements.txt).
 constraints: $(STAMP)

@@ -36,3 +36,24 @@ def heatmap(values: np.ndarray, *, title: str, xlabel: str, ylabel: str, colorba
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.figure.colorbar(image, ax=ax, label=colorbar_label)
     return ax
+
+
+def hero_figure():
+    """The book's cover figure: the sinusoidal table and three of its features.
+
+    Returns the ``Figure`` (the README and the landing page show it as ``book/images/hero.png``).
+    """
+    from companion.sinusoidal import sinusoidal_table
+
+    use_book_style()
+    table = sinusoidal_table(100, 64)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.6), width_ratios=(1.2, 1))
+    heatmap(table, title="Sinusoidal position table (d = 64)", xlabel="feature index",
+            ylabel="position (tokens)", colorbar_label="value", ax=left)
+    for feature in (4, 14, 30):
+        right.plot(table[:, feature], label=f"feature {feature}")
+    right.set(title="Each feature is a wave of its own frequency", xlabel="position (tokens)",
+              ylabel="value", ylim=(-1.1, 1.5))
+    right.legend(loc="upper right", ncols=3, fontsize="small")
+    fig.tight_layout()
+    return fig
