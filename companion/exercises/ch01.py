@@ -1,0 +1,144 @@
+"""Checkers for the exercises of chapter 1 (attention without positions)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from math import factorial
+
+import numpy as np
+import torch
+
+from companion.attention import MultiHeadSelfAttention
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = ["check_permuted_weights", "check_pooled_groups", "check_distinct_orderings"]
+
+# Cases for check_permuted_weights: (seq, perm). No perm is its own inverse, so a solution
+# that applies the inverse permutation is caught.
+_PERM_CASES = ((5, (1, 2, 0, 4, 3)), (4, (3, 0, 1, 2)))
+
+POOLED_SENTENCES = (
+    "dog bites man",
+    "man bites dog",
+    "dog bites dog",
+    "bites man dog",
+    "dog dog bites",
+    "bites dog bites",
+)
+
+
+def _as_array(value) -> np.ndarray | None:
+    """A float64 array from a tensor, array or nested list; None if that is impossible."""
+    try:
+        if isinstance(value, torch.Tensor):
+            return value.detach().cpu().to(torch.float64).numpy()
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def _attention_case(seq: int, perm: tuple[int, ...]):
+    """Weights for a seeded input and for its permutation, without touching the global RNG."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1234 + seq)
+        attn = MultiHeadSelfAttention(8, 2).double()
+        x = torch.randn(1, seq, 8, dtype=torch.float64)
+    perm_t = torch.tensor(perm)
+    with torch.no_grad():
+        attn(x)
+        weights = attn.last_weights.clone()
+        attn(x[:, perm_t])
+        expected = attn.last_weights.clone()
+    return weights, perm_t, expected
+
+
+def check_permuted_weights(fn) -> Feedback:
+    """``fn(weights, perm)`` must return the weights of the permuted input.
+
+    ``weights`` is a float64 tensor ``(1, 2, s, s)``, ``perm`` a 1-D int64 tensor of length ``s``.
+    """
+    if not callable(fn):
+        return wrong(f"Expected a function fn(weights, perm), got {type(fn).__name__}")
+    for seq, perm in _PERM_CASES:
+        weights, perm_t, expected = _attention_case(seq, perm)
+        try:
+            result = fn(weights.clone(), perm_t.clone())
+        except Exception as err:  # the learner's code; report, never raise
+            return wrong(f"Your function raised {type(err).__name__}: {err}")
+        got = _as_array(result)
+        if got is None:
+            return wrong(f"Expected an array or tensor of shape {tuple(expected.shape)}, got {type(result).__name__}")
+        if got.shape != tuple(expected.shape):
+            return wrong(f"Expected an array of shape {tuple(expected.shape)} (batch, heads, seq, seq), got {got.shape}")
+        exp, w = expected.numpy(), weights.numpy()
+        if np.allclose(got, exp, rtol=0, atol=1e-9):
+            continue
+        inv = np.argsort(perm)
+        p = list(perm)
+        if np.allclose(got, w, rtol=0, atol=1e-9):
+            return wrong("These are the original weights: the tokens moved, so the matrix indexed by position moves too.")
+        if np.allclose(got, w[:, :, p], rtol=0, atol=1e-9):
+            return wrong("The queries (rows) are in the new order, but each row still lists the keys in the old order.")
+        if np.allclose(got, w[:, :, :, p], rtol=0, atol=1e-9):
+            return wrong("The keys (columns) are in the new order, but the queries (rows) are still in the old order.")
+        if np.allclose(got, w[:, :, inv][:, :, :, inv], rtol=0, atol=1e-9):
+            return wrong("This moves the tokens the opposite way: position i of the new input holds old token perm[i].")
+        return wrong(f"For seq={seq}, perm={p} your weights differ from those of attention run on x[:, perm]; "
+                     "which old token sits at each new position, as a query and as a key?")
+    return right("The weight between two tokens follows the tokens: rows and columns are both permuted.")
+
+
+def _partition(labels) -> set[frozenset[int]]:
+    groups: dict = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, set()).add(i)
+    return {frozenset(g) for g in groups.values()}
+
+
+def check_pooled_groups(labels) -> Feedback:
+    """Six labels for :data:`POOLED_SENTENCES`, equal where the pooled outputs are equal."""
+    n = len(POOLED_SENTENCES)
+    if isinstance(labels, (torch.Tensor, np.ndarray)):
+        labels = labels.tolist()
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, (list, tuple)):
+        return wrong(f"Expected a list of {n} labels, one per sentence, got {type(labels).__name__}")
+    if len(labels) != n:
+        return wrong(f"Expected a list of {n} labels, one per sentence, got {len(labels)}")
+    try:
+        got = _partition(labels)
+    except TypeError:
+        return wrong("Each label must be a plain value such as an int or a str")
+    truth = _partition([frozenset(Counter(s.split()).items()) for s in POOLED_SENTENCES])
+    if got == truth:
+        return right("Without positions the pooled output depends only on which words occur, and how often.")
+    if len(got) == n:
+        return wrong("You gave every sentence its own label; without positions, can attention see the order of the words?")
+    if len(got) == 1:
+        return wrong("You gave all sentences one label; sentences with different words give different outputs.")
+    as_sets = _partition([frozenset(s.split()) for s in POOLED_SENTENCES])
+    if got == as_sets:
+        return wrong("Mean pooling averages over tokens: a word that occurs twice counts twice.")
+    return wrong("Some groups are off; which sentences are reorderings of one another, word for word?")
+
+
+def check_distinct_orderings(answer) -> Feedback:
+    """``(without_positions, with_positions)`` for all orderings of "dog bites dog man"."""
+    if isinstance(answer, (torch.Tensor, np.ndarray)):
+        answer = answer.tolist()
+    if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, (list, tuple)) or len(answer) != 2:
+        return wrong(f"Expected a pair (without positions, with positions), got {answer!r}")
+    try:
+        a, b = (float(v) for v in answer)
+    except (TypeError, ValueError):
+        return wrong(f"Expected two numbers, got {answer!r}")
+    words = "dog bites dog man".split()
+    sequences = factorial(len(words))
+    for count in Counter(words).values():
+        sequences //= factorial(count)
+    if (a, b) == (1, sequences):
+        return right("Without positions every ordering looks the same; with them, every distinct sequence differs.")
+    if a != 1:
+        return wrong("Check (a): without positions, reordering the tokens only reorders the outputs, and the mean does not see that.")
+    if b == factorial(len(words)):
+        return wrong("Check (b): swapping the two copies of 'dog' gives the same sentence, hence the same output.")
+    return wrong("Check (b): with positions, do two different word sequences ever give the same pooled output?")
