@@ -1,0 +1,139 @@
+"""Checkers for the exercises of chapter 2 (the input ``X = sqrt(d) * E + P``)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = ["check_matching_init_std", "check_table_row_rms", "check_smallest_max_len"]
+
+# The exercises' fixed data (stated in the exercise texts of chapter 2).
+MATCHING_DIM = 768
+ROW_RMS_SHAPE = (50, 64)  # sinusoidal_table(50, 64)
+DOCUMENT_LENGTHS = (37, 120, 64, 91)  # one start token is prepended to each document
+
+
+def _describe(answer) -> str:
+    shape = getattr(answer, "shape", None)
+    kind = type(answer).__name__
+    return f"{kind} of shape {tuple(shape)}" if shape is not None else kind
+
+
+def _as_real_array(answer) -> np.ndarray | None:
+    """``answer`` as a float64 array, or ``None`` if it is not real numbers."""
+    if isinstance(answer, (str, bytes, dict, set)) or answer is None:
+        return None
+    try:
+        if hasattr(answer, "detach"):  # a torch tensor, possibly requiring grad or on a device
+            answer = answer.detach().cpu().numpy()
+        arr = np.asarray(answer)
+    except Exception:  # ragged lists, objects numpy cannot read
+        return None
+    if arr.dtype.kind not in "iuf":  # bool, complex, strings and objects are not accepted
+        return None
+    return arr.astype(np.float64)
+
+
+def _as_real_number(answer) -> float | None:
+    """``answer`` as one float (a Python/numpy number, or an array/tensor with one element)."""
+    if isinstance(answer, bool):
+        return None
+    arr = _as_real_array(answer)
+    if arr is None or arr.size != 1:
+        return None
+    return float(arr.reshape(()))
+
+
+def _near(value: float, target: float, rtol: float = 0.02) -> bool:
+    return math.isfinite(value) and abs(value - target) <= rtol * abs(target)
+
+
+def check_matching_init_std(answer) -> Feedback:
+    """Exercise ch02-matching-init: the ``init_std`` for which ``sqrt(d) * E`` (d = 768)
+    has the RMS of a row of the sinusoidal table, ``sqrt(1/2)``."""
+    value = _as_real_number(answer)
+    if value is None:
+        return wrong(f"expected a single number (a standard deviation), got {_describe(answer)}")
+    d = MATCHING_DIM
+    target = math.sqrt(0.5) / math.sqrt(d)
+    if _near(value, target):
+        return right(
+            f"init_std = {value:.4f}: after the sqrt(d) scaling the token vectors have "
+            "the same RMS as the position vectors."
+        )
+    if not math.isfinite(value) or value <= 0:
+        return wrong("a standard deviation is a positive finite number; check the sign and the formula.")
+    if _near(value, math.sqrt(0.5)):
+        return wrong(
+            "that is the RMS the scaled token vectors should reach; but forward multiplies "
+            "the token table by sqrt(d) before adding P, so the table itself must start smaller."
+        )
+    if _near(value, 1 / math.sqrt(d)):
+        return wrong(
+            "with this init_std the scaled token vectors have standard deviation 1; "
+            "the target is the RMS of a sinusoidal row, which is not 1. Measure it."
+        )
+    if _near(value, math.sqrt(0.5) * math.sqrt(d)):
+        return wrong("the scaling multiplies the table by sqrt(d); undoing it goes the other way.")
+    if _near(value, math.sqrt(0.5) / d) or _near(value, 0.5 / d):
+        return wrong("the forward pass scales by sqrt(d), not by d.")
+    return wrong(
+        f"{value:.4g} is off. Write the RMS of sqrt(d) * E in terms of init_std and d, "
+        "and set it equal to the RMS of one row of sinusoidal_table(..., 768)."
+    )
+
+
+def check_table_row_rms(answer) -> Feedback:
+    """Exercise ch02-row-rms: the RMS of each row of ``sinusoidal_table(50, 64)``."""
+    arr = _as_real_array(answer)
+    if arr is None:
+        return wrong(f"expected an array of 50 real numbers, got {_describe(answer)}")
+    rows, features = ROW_RMS_SHAPE
+    if arr.shape == (features,):
+        return wrong(
+            f"got {features} numbers: you reduced over the positions (axis 0); "
+            "the RMS of a row is taken over its features."
+        )
+    if arr.shape == ROW_RMS_SHAPE:
+        return wrong("got the whole table's shape: reduce each row to a single number.")
+    if arr.shape != (rows,):
+        return wrong(f"expected an array of shape ({rows},), one number per position, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        return wrong("the answer contains NaN or infinite values.")
+    target = math.sqrt(0.5)
+    if np.allclose(arr, target, rtol=1e-5, atol=1e-6):
+        return right(f"every row has RMS {target:.4f}: each (sin, cos) pair contributes exactly 1 to the sum of squares.")
+    if np.allclose(arr, 0.5, rtol=1e-5, atol=1e-6):
+        return wrong("these are mean squares; the root of RMS is missing.")
+    if np.allclose(arr, math.sqrt(features / 2), rtol=1e-5, atol=1e-6):
+        return wrong("these are Euclidean norms; RMS divides the sum of squares by the number of features first.")
+    if np.ptp(arr) > 1e-3 and np.all(arr < target):
+        return wrong(
+            "the values change from row to row and stay below the RMS: a standard deviation "
+            "subtracts each row's mean first, which RMS does not."
+        )
+    return wrong("not yet: the RMS of a row is the square root of the mean of its squared entries.")
+
+
+def check_smallest_max_len(answer) -> Feedback:
+    """Exercise ch02-max-len: the smallest ``max_len`` that accepts the padded batch."""
+    if hasattr(answer, "detach") and getattr(answer, "numel", lambda: 0)() == 1 and not answer.is_floating_point():
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+        return wrong(f"expected an integer number of positions, got {_describe(answer)}")
+    value = int(answer)
+    longest = max(DOCUMENT_LENGTHS)
+    target = longest + 1
+    if value == target:
+        return right(f"max_len = {value}: the longest document plus its start token fills every row.")
+    if value in (sum(DOCUMENT_LENGTHS), sum(DOCUMENT_LENGTHS) + len(DOCUMENT_LENGTHS)):
+        return wrong("the table needs one row per position of one sequence, not one per token of the whole batch.")
+    if value == longest:
+        return wrong("too short by one: count every token the model sees, including the ones the tokenizer adds.")
+    if value < longest:
+        return wrong("too short: the padded batch is longer than that, and the module would refuse it.")
+    return wrong("that table is long enough, but not the smallest one that works.")
