@@ -1,0 +1,104 @@
+"""Checkers for the exercises of chapter 4 (frequencies and wavelengths)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = ["check_longest_wavelength", "check_first_negative", "check_wavelength_ratio"]
+
+_BASE = 10000.0
+
+
+def _as_number(answer: Any) -> float | str:
+    """Return ``answer`` as a finite float, or a message saying why it is not one."""
+    if isinstance(answer, (bool, np.bool_)):
+        return f"expected a number, got a boolean {answer!r}"
+    if isinstance(answer, numbers.Real):
+        value = float(answer)
+    else:
+        try:
+            array = np.asarray(answer)
+        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+            return f"expected a number, got {type(answer).__name__}"
+        if array.dtype.kind not in "iuf":
+            return f"expected a number, got {type(answer).__name__}"
+        if array.size != 1:
+            return f"expected a single number, got an array of shape {array.shape}"
+        value = float(array.reshape(()))
+    if not math.isfinite(value):
+        return f"expected a finite number, got {value}"
+    return value
+
+
+def _close(value: float, target: float, rtol: float = 1e-6) -> bool:
+    return math.isclose(value, target, rel_tol=rtol)
+
+
+def check_longest_wavelength(answer: Any) -> Feedback:
+    """Exercise ch04-longest-wavelength: the longest wavelength for d = 128, base 10000."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    d = 128
+    target = 2 * math.pi * _BASE ** ((d - 2) / d)
+    if _close(value, target):
+        return right(f"the last pair (i = {d // 2 - 1}) repeats every {target:,.1f} positions.")
+    if _close(value, 2 * math.pi * _BASE):
+        return wrong("2*pi*10000 belongs to i = d/2, which is not a pair index; "
+                     "which values can i take?")
+    if _close(value, _BASE ** ((d - 2) / d)) or _close(value, 1 / _BASE ** ((d - 2) / d)):
+        return wrong("that looks like a frequency or its inverse without the 2*pi: a wavelength is "
+                     "the number of positions for the angle to grow by a full turn.")
+    if _close(value, 2 * math.pi * _BASE ** ((d - 1) / d)) or _close(value, 2 * math.pi * _BASE ** (2 * (d - 1) / d)):
+        return wrong("check the exponent: pair i uses 2i/d, and the largest i is not d - 1.")
+    return wrong("the wavelength of pair i is 2*pi / w_i; which pair has the smallest frequency?")
+
+
+def check_first_negative(answer: Any) -> Feedback:
+    """Exercise ch04-first-negative: the first k > 0 with dot(k) < 0 for d = 32, base 10000."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    if value != round(value):
+        return wrong(f"an offset counts positions, so it is a whole number; got {value}")
+    k = int(round(value))
+    if k <= 0:
+        return wrong(f"the offset must be positive, got {k}")
+    w = _BASE ** (-np.arange(16) * 2.0 / 32)
+    ks = np.arange(1, min(k, 5000) + 1)             # the answer is far below 5000
+    dots = np.cos(ks[:, None] * w).sum(axis=1)        # dot(1), dot(2), ...
+    negative = np.flatnonzero(dots < 0)
+    if negative.size and ks[negative[0]] < k:
+        return wrong(f"the dot product is already negative at an offset smaller than {k}; "
+                     "you want the first offset where it drops below 0.")
+    if not negative.size:
+        return wrong(f"at k = {k} the dot product is still {dots[-1]:.3f}, not negative; "
+                     "look further out.")
+    return right(f"dot({k}) = {dots[-1]:.3f} is the first negative value; every smaller "
+                 "offset gives a positive dot product.")
+
+
+def check_wavelength_ratio(answer: Any) -> Feedback:
+    """Exercise ch04-wavelength-ratio: lambda_{i+1} / lambda_i for d = 512, base 10000."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    d = 512
+    target = _BASE ** (2 / d)
+    if _close(value, target, rtol=1e-7):
+        return right(f"each pair's wavelength is {target:.6f} times the previous one; the "
+                     "ratio does not depend on i.")
+    if _close(value, 1 / target, rtol=1e-7):
+        return wrong("that is the ratio of frequencies: they shrink from pair to pair, while "
+                     "wavelengths grow.")
+    if _close(value, _BASE ** (1 / d), rtol=1e-7):
+        return wrong("pair i has exponent 2i/d, not i/d: moving to the next pair adds 2/d.")
+    if _close(value, 2 * math.pi * target, rtol=1e-7):
+        return wrong("the 2*pi is the same in every wavelength, so it cancels in a ratio.")
+    return wrong("write the wavelengths of pairs i and i + 1 and divide; what is left?")
