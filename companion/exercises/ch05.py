@@ -1,0 +1,141 @@
+"""Checkers for the exercises of chapter 5 (relative positions as rotations)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+from companion.sinusoidal import interleaved_to_halves, inverse_frequencies, sinusoidal_table
+
+__all__ = ["check_pair_block", "check_extend_table", "rotation_mystery_tables", "check_shift_property"]
+
+# The parameters the exercise texts state.
+PAIR_DIM, PAIR_INDEX, PAIR_OFFSET = 64, 3, 10
+EXTEND_ROWS, EXTEND_DIM, EXTEND_MORE = 50, 32, 10
+MYSTERY_NAMES = ("A", "B", "C", "D")
+MYSTERY_ROWS, MYSTERY_DIM, MYSTERY_BASE = 200, 16, 100.0
+
+
+def _as_float_array(answer, shape: tuple[int, ...]):
+    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is unusable."""
+    try:
+        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        if np.iscomplexobj(raw):
+            return None, wrong(f"expected a real array of shape {shape}, got complex numbers")
+        array = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        return None, wrong(f"expected an array of shape {shape}, got {type(answer).__name__}")
+    if array.shape != shape:
+        return None, wrong(f"expected an array of shape {shape}, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        return None, wrong("The array contains NaN or infinite values")
+    return array, None
+
+
+def check_pair_block(answer) -> Feedback:
+    """The 2x2 block ``B`` with ``(sin, cos)`` at ``pos + 10`` equal to ``B @ (sin, cos)`` at ``pos``,
+    for pair ``i = 3`` of a ``d = 64`` table (base 10000)."""
+    block, problem = _as_float_array(answer, (2, 2))
+    if problem is not None:
+        return problem
+    b = PAIR_OFFSET * inverse_frequencies(PAIR_DIM)[PAIR_INDEX]
+    c, s = np.cos(b), np.sin(b)
+    expected = np.array([[c, s], [-s, c]])
+    if np.allclose(block, expected, atol=1e-6):
+        return right("This block maps (sin, cos) at pos to (sin, cos) at pos + 10, whatever pos is.")
+    if np.allclose(block, expected.T, atol=1e-6):
+        return wrong(
+            "This is the textbook counter-clockwise rotation, which acts on (cos, sin); the pair is "
+            "stored as (sin, cos). Expand sin(a + b) and cos(a + b) and read off the coefficients."
+        )
+    if np.isclose(abs(np.linalg.det(block)), 1.0, atol=1e-6) and np.allclose(block @ block.T, np.eye(2), atol=1e-6):
+        return wrong(
+            "This is a rotation (or reflection), but by the wrong angle: the angle is the offset times "
+            "the pair's frequency w_i = 10000 ** (-2i / d), with i the pair index, in radians."
+        )
+    return wrong(
+        "The block should be a rotation: orthogonal with determinant 1. Expand sin(a + b) and "
+        "cos(a + b) with a = pos * w_i and b = k * w_i."
+    )
+
+
+def check_extend_table(answer) -> Feedback:
+    """Rows for positions 50..59 of the interleaved ``d = 32`` table, shape ``(10, 32)``."""
+    rows, problem = _as_float_array(answer, (EXTEND_MORE, EXTEND_DIM))
+    if problem is not None:
+        return problem
+    expected = sinusoidal_table(EXTEND_ROWS + EXTEND_MORE, EXTEND_DIM)[EXTEND_ROWS:]
+    if np.allclose(rows, expected, atol=1e-6):
+        return right("The rotation carried the last rows 10 positions forward, beyond the table.")
+    backwards = sinusoidal_table(EXTEND_ROWS, EXTEND_DIM)[EXTEND_ROWS - 2 * EXTEND_MORE : EXTEND_ROWS - EXTEND_MORE]
+    if np.allclose(rows, backwards, atol=1e-6):
+        return wrong(
+            "These are positions 30..39: the rows moved backwards. A row vector times R(k) is R(k)^T "
+            "applied to it, and R(k)^T = R(-k)."
+        )
+    if np.allclose(rows, expected[:, interleaved_to_halves(EXTEND_DIM)], atol=1e-6):
+        return wrong("The numbers are right but the feature order is not: keep the interleaved layout.")
+    if np.allclose(rows[0], expected[0], atol=1e-6):
+        return wrong("The first row is right; every row should move by the same offset (one matrix for all).")
+    return wrong(
+        "Not the rows of positions 50..59. Which rows of the table are 10 positions before them, and "
+        "which matrix moves a row 10 positions forward?"
+    )
+
+
+def rotation_mystery_tables() -> dict[str, np.ndarray]:
+    """Four float64 tables ``(200, 16)`` named ``"A"`` to ``"D"`` for the exercise ``ch05-which-shift``."""
+    rng = np.random.default_rng(5)
+    n, d = MYSTERY_ROWS, MYSTERY_DIM
+    real = sinusoidal_table(n, d, base=MYSTERY_BASE)
+    random_angles = rng.uniform(0.0, 2.0 * np.pi, size=(n, d // 2))
+    fake = np.empty((n, d))
+    fake[:, 0::2], fake[:, 1::2] = np.sin(random_angles), np.cos(random_angles)
+    mixing = np.eye(d) + 0.3 * rng.standard_normal((d, d))
+    return {
+        "A": fake,
+        "B": real @ mixing.T,
+        "C": real[rng.permutation(n)],
+        "D": sinusoidal_table(n, d, base=10.0),
+    }
+
+
+def _labels(answer):
+    """Four booleans in the order A..D from a sequence or a dict, or a Feedback saying what is wrong."""
+    if isinstance(answer, dict):
+        if set(answer) != set(MYSTERY_NAMES):
+            return wrong(f"expected a dict with keys {list(MYSTERY_NAMES)}, got keys {sorted(map(str, answer))}")
+        answer = [answer[name] for name in MYSTERY_NAMES]
+    if isinstance(answer, (str, bytes, set, frozenset)) or not hasattr(answer, "__len__"):
+        return wrong(f"expected 4 booleans in the order A, B, C, D, got {type(answer).__name__}")
+    if hasattr(answer, "shape"):
+        if len(answer.shape) != 1:
+            return wrong(f"expected 4 booleans in a flat list, got an array of shape {tuple(answer.shape)}")
+        answer = answer.tolist()
+    values = list(answer)
+    if len(values) != len(MYSTERY_NAMES):
+        return wrong(f"expected 4 booleans (one per table A, B, C, D), got {len(values)} values")
+    labels = []
+    for value in values:
+        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+            labels.append(bool(value))
+        else:
+            return wrong(f"expected booleans True/False, got {value!r}")
+    return labels
+
+
+def check_shift_property(answer) -> Feedback:
+    """For each table of :func:`rotation_mystery_tables`: is there one matrix ``M`` with
+    ``table[pos + 5] = M @ table[pos]`` for every ``pos``?"""
+    labels = _labels(answer)
+    if isinstance(labels, Feedback):
+        return labels
+    expected = [False, True, False, True]
+    misses = sum(a != b for a, b in zip(labels, expected))
+    if misses == 0:
+        return right("The least-squares residual separates the tables; the norms of the pairs do not.")
+    return wrong(
+        f"{misses} of the 4 answers are off. Fit M by least squares from rows pos to rows pos + 5 and "
+        "compare the residual with the size of the rows; a pair can have norm 1 without any fixed map, "
+        "and a fixed map does not need pairs of norm 1."
+    )
