@@ -39,8 +39,9 @@ def scaled_dot_product_attention(
         q: ``(b, h, q, d)``.
         k: ``(b, h, k, d)``.
         v: ``(b, h, k, d_v)``.
-        bias: optional additive bias broadcastable to ``(b, h, q, k)``; its last two
-            dimensions must be exactly ``(q, k)``.
+        bias: optional additive bias broadcastable to ``(b, h, q, k)``; its last
+            dimension must be exactly ``k`` and the one before it ``q`` or 1 (a bias
+            shared by every query).
         causal: if True, query ``i`` sees keys ``j <= i + (k - q)`` only (the last query
             is aligned with the last key).
 
@@ -58,10 +59,10 @@ def scaled_dot_product_attention(
     if bias is not None:
         if not isinstance(bias, torch.Tensor):
             raise TypeError(f"bias must be a torch.Tensor, got {type(bias).__name__}")
-        if bias.ndim < 2 or bias.ndim > 4 or tuple(bias.shape[-2:]) != (q_len, k_len):
+        if not 2 <= bias.ndim <= 4 or bias.shape[-1] != k_len or bias.shape[-2] not in (1, q_len):
             raise ValueError(
-                f"bias must end in (q, k) = ({q_len}, {k_len}) and have 2 to 4 dimensions, "
-                f"got shape {tuple(bias.shape)}"
+                f"bias must end in (q, k) = ({q_len}, {k_len}) or (1, {k_len}) and have 2 to 4 "
+                f"dimensions, got shape {tuple(bias.shape)}"
             )
         scores = scores + bias
     if causal:
