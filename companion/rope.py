@@ -1,0 +1,270 @@
+"""Rotary position embedding, RoPE (Su et al. 2021), and ways to stretch it.
+
+Notation: ``s`` sequence, ``d`` features per head (even), pair index ``i < d/2``,
+``theta_i = base ** (-2i / d)``. Position ``m`` rotates feature pair ``i`` of a query or
+key by the angle ``m * theta_i``; the score ``q_m . k_n`` then depends on ``n - m`` only.
+
+Two layouts pair the features differently:
+
+* ``"interleaved"``: pairs ``(2i, 2i + 1)`` (RoFormer, GPT-J, torchtune).
+* ``"halves"``: pairs ``(i, i + d/2)`` (GPT-NeoX, and LLaMA as implemented in Hugging Face).
+
+They are the same rotation after the feature permutation :func:`layout_permutation`;
+weights trained with one layout are wrong under the other.
+
+Angles are computed in float64 and cast to the input's dtype afterwards: in float32 the
+product ``m * theta`` keeps only about 7 significant digits, an error of about 0.01 rad at
+position 100000 for the fastest pair.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from companion import _checks
+from companion.sinusoidal import interleaved_to_halves
+
+LAYOUTS = ("interleaved", "halves")
+SCALING_TYPES = ("linear", "ntk", "yarn")
+
+
+def _check_scaling(scaling: Any) -> dict | None:
+    if scaling is None:
+        return None
+    if not isinstance(scaling, dict):
+        raise TypeError(f"scaling must be None or a dict like {{'type': 'linear', 'factor': 2.0}}, got {scaling!r}")
+    kind = _checks.choice("scaling['type']", scaling.get("type"), SCALING_TYPES)
+    allowed = {"type", "factor"} | ({"original_max_len", "beta_fast", "beta_slow"} if kind == "yarn" else set())
+    unknown = set(scaling) - allowed
+    if unknown:
+        raise ValueError(f"unknown scaling keys {sorted(unknown)} for type {kind!r}; allowed: {sorted(allowed)}")
+    if "factor" not in scaling:
+        raise ValueError(f"scaling of type {kind!r} needs a 'factor' (the length multiplier s)")
+    factor = _checks.real("scaling['factor']", scaling["factor"])
+    if factor < 1.0:
+        raise ValueError(f"scaling['factor'] must be at least 1 (it stretches the context), got {factor}")
+    checked = {"type": kind, "factor": factor}
+    if kind == "yarn":
+        if "original_max_len" not in scaling:
+            raise ValueError("yarn scaling needs 'original_max_len', the length the model was trained at")
+        checked["original_max_len"] = _checks.positive_int("scaling['original_max_len']", scaling["original_max_len"])
+        checked["beta_fast"] = _checks.real("scaling['beta_fast']", scaling.get("beta_fast", 32.0))
+        checked["beta_slow"] = _checks.real("scaling['beta_slow']", scaling.get("beta_slow", 1.0))
+        if not 0 < checked["beta_slow"] < checked["beta_fast"]:
+            raise ValueError(f"need 0 < beta_slow < beta_fast, got {checked['beta_slow']} and {checked['beta_fast']}")
+    return checked
+
+
+def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = None) -> np.ndarray:
+    """Rotation speeds ``theta_i`` in radians per position, after optional scaling.
+
+    ``scaling`` (``s`` is ``factor``):
+
+    * ``None``: ``theta_i = base ** (-2i/d)``.
+    * ``{"type": "linear", "factor": s}``: position interpolation (Chen et al. 2023):
+      every ``theta_i / s``, i.e. position ``m`` is run as ``m / s``.
+    * ``{"type": "ntk", "factor": s}``: NTK-aware scaling: the base becomes
+      ``base * s ** (d / (d - 2))``, so the fastest pair is unchanged and the slowest is
+      divided by exactly ``s``.
+    * ``{"type": "yarn", "factor": s, "original_max_len": L}`` (Peng et al. 2023): with
+      ``r_i = L * theta_i / (2 pi)`` rotations of pair ``i`` within the trained length,
+      ``gamma_i = clip((r_i - beta_slow) / (beta_fast - beta_slow), 0, 1)`` and
+      ``theta_i' = (1 - gamma_i) * theta_i / s + gamma_i * theta_i``: pairs that turn many
+      times (``r > beta_fast = 32``) are kept, pairs that turn less than once
+      (``r < beta_slow = 1``) are interpolated, a linear ramp in between. The attention
+      temperature YaRN adds is separate: :func:`yarn_attention_scale`.
+
+    Returns:
+        float64 array ``(d/2,)``.
+    """
+    dim = _checks.even_int("dim", dim)
+    base = _checks.base("base", base)
+    scaling = _check_scaling(scaling)
+    if dim == 2 and scaling is not None and scaling["type"] == "ntk":
+        raise ValueError("ntk scaling needs dim >= 4 (its exponent is d / (d - 2))")
+    i = np.arange(dim // 2, dtype=np.float64)
+    if scaling is not None and scaling["type"] == "ntk":
+        base = base * scaling["factor"] ** (dim / (dim - 2))
+    theta = 1.0 / base ** (2.0 * i / dim)
+    if scaling is None or scaling["type"] == "ntk":
+        return theta
+    s = scaling["factor"]
+    if scaling["type"] == "linear":
+        return theta / s
+    rotations = scaling["original_max_len"] * theta / (2 * np.pi)
+    gamma = np.clip((rotations - scaling["beta_slow"]) / (scaling["beta_fast"] - scaling["beta_slow"]), 0.0, 1.0)
+    return (1.0 - gamma) * theta / s + gamma * theta
+
+
+def yarn_attention_scale(factor: float) -> float:
+    """YaRN's ``sqrt(1/t) = 0.1 ln(s) + 1`` (1 for ``s <= 1``).
+
+    Multiply both the rotated queries and keys by it (equivalently, their cos and sin
+    tables): the attention logits are then multiplied by its square, ``1/t``.
+    """
+    factor = _checks.real("factor", factor)
+    if factor <= 0:
+        raise ValueError(f"factor must be positive, got {factor}")
+    return 1.0 if factor <= 1.0 else 0.1 * math.log(factor) + 1.0
+
+
+def long_term_decay_bound(offsets: np.ndarray, dim: int, *, base: float = 10000.0) -> np.ndarray:
+    """RoFormer's bound on the score as a function of the offset (Su et al. 2021, 3.4.3).
+
+    With ``S_j = sum_{i < j} exp(1j * offset * theta_i)``, the score is at most
+    ``max_i |h_{i+1} - h_i| * sum_j |S_j|``; this returns the factor the paper plots,
+    ``(1 / (d/2)) * sum_{j=1}^{d/2} |S_j|``, for each offset.
+
+    Args:
+        offsets: array of relative distances ``m - n`` (any real numbers).
+        dim: features per head ``d`` (even).
+
+    Returns:
+        float64 array of the same shape as ``offsets``; it equals ``(d/2 + 1) / 2`` at offset 0.
+    """
+    offsets = np.asarray(offsets)
+    if offsets.dtype.kind not in "iuf":
+        raise TypeError(f"offsets must be an array of real numbers, got dtype {offsets.dtype}")
+    theta = rope_frequencies(dim, base=base)
+    phases = np.exp(1j * offsets.astype(np.float64)[..., None] * theta)  # (..., d/2)
+    partial_sums = np.cumsum(phases, axis=-1)                            # S_1 .. S_{d/2}
+    return np.abs(partial_sums).mean(axis=-1)
+
+
+def layout_permutation(dim: int) -> np.ndarray:
+    """Feature permutation ``perm``: ``apply_rope(x[..., perm], layout="halves")`` equals
+    ``apply_rope(x, layout="interleaved")[..., perm]``.
+
+    It moves interleaved pair ``(2i, 2i + 1)`` to halves pair ``(i, i + d/2)``.
+    """
+    return interleaved_to_halves(dim)
+
+
+def _check_positions(positions: Any, seq: int) -> torch.Tensor:
+    if positions is None:
+        return torch.arange(seq)
+    if not isinstance(positions, torch.Tensor):
+        raise TypeError(f"positions must be an integer torch.Tensor of shape (seq,), got {type(positions).__name__}")
+    if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
+        raise TypeError(f"positions must be integers, got dtype {positions.dtype}")
+    if positions.shape != (seq,):
+        raise ValueError(f"positions must have shape (seq,) = ({seq},) to match x, got {tuple(positions.shape)}")
+    return positions
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rotate pairs of ``x (..., s, d)`` by angles whose cos/sin are ``(s, d/2)``."""
+    if layout == "interleaved":
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+    else:
+        x1, x2 = x.chunk(2, dim=-1)
+    r1 = x1 * cos - x2 * sin
+    r2 = x1 * sin + x2 * cos
+    if layout == "interleaved":
+        return torch.stack((r1, r2), dim=-1).flatten(-2)  # (..., s, d/2, 2) -> (..., s, d)
+    return torch.cat((r1, r2), dim=-1)
+
+
+def _check_input(x: Any) -> torch.Tensor:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor of shape (..., seq, dim), got {type(x).__name__}")
+    if x.ndim < 2:
+        raise ValueError(f"x must have shape (..., seq, dim), got {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be a floating-point tensor, got dtype {x.dtype}")
+    _checks.even_int("the last dimension of x", x.shape[-1])
+    return x
+
+
+def apply_rope(
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    scaling: dict | None = None,
+) -> torch.Tensor:
+    """Rotate each feature pair of ``x`` at position ``m`` by ``m * theta_i``.
+
+    Args:
+        x: ``(..., s, d)`` queries or keys (``d`` even), e.g. ``(b, h, s, d)``.
+        positions: integer ``(s,)``; defaults to ``0 .. s-1``.
+        base, scaling: as in :func:`rope_frequencies`.
+        layout: ``"interleaved"`` or ``"halves"`` (see the module docstring).
+
+    Returns:
+        Tensor of the same shape and dtype as ``x``; every pair keeps its norm.
+    """
+    x = _check_input(x)
+    layout = _checks.choice("layout", layout, LAYOUTS)
+    positions = _check_positions(positions, x.shape[-2])
+    theta = torch.from_numpy(rope_frequencies(x.shape[-1], base=base, scaling=scaling))
+    angles = positions.to(torch.float64)[:, None] * theta  # (s, d/2), float64 on purpose
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    return _rotate(x, cos.to(x.device), sin.to(x.device), layout)
+
+
+class RotaryEmbedding(nn.Module):
+    """RoPE as a ``qk_transform`` hook: ``forward(q, k, positions=None) -> (q, k)``.
+
+    Keeps cos/sin tables for positions ``0 .. cached_len - 1`` as non-persistent buffers and
+    rebuilds them, at least twice as long, when a later position arrives.
+
+    Args:
+        dim: features per head ``d`` (even).
+        base, layout, scaling: as in :func:`apply_rope`.
+        max_len: initial length of the cached tables.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        scaling: dict | None = None,
+        max_len: int = 256,
+    ):
+        super().__init__()
+        self.dim = _checks.even_int("dim", dim)
+        self.layout = _checks.choice("layout", layout, LAYOUTS)
+        self.register_buffer(
+            "theta", torch.from_numpy(rope_frequencies(dim, base=base, scaling=scaling)), persistent=False
+        )
+        self._build_cache(_checks.positive_int("max_len", max_len))
+
+    @property
+    def cached_len(self) -> int:
+        return self.cos.shape[0]
+
+    def _build_cache(self, length: int) -> None:
+        angles = torch.arange(length, dtype=torch.float64, device=self.theta.device)[:, None] * self.theta
+        self.register_buffer("cos", angles.cos(), persistent=False)  # (cached_len, d/2)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        x = _check_input(x)
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x has {x.shape[-1]} features per head but the embedding has dim={self.dim}")
+        cos = self.cos[positions].to(x.dtype)
+        sin = self.sin[positions].to(x.dtype)
+        return _rotate(x, cos, sin, self.layout)
+
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = _check_input(q), _check_input(k)
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(f"q and k must have the same length to share positions, got {q.shape[-2]} and {k.shape[-2]}")
+        positions = _check_positions(positions, q.shape[-2]).to(self.theta.device)
+        if positions.numel() and int(positions.min()) < 0:
+            raise ValueError("positions must be non-negative for the cached tables; use apply_rope for others")
+        needed = int(positions.max()) + 1 if positions.numel() else 0
+        if needed > self.cached_len:
+            self._build_cache(max(needed, 2 * self.cached_len))
+        return self._rotate(q, positions), self._rotate(k, positions)

@@ -1,0 +1,185 @@
+"""Tests of companion.rope against complex multiplication and the papers' formulas."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion.attention import MultiHeadSelfAttention
+from companion.rope import (
+    RotaryEmbedding,
+    apply_rope,
+    layout_permutation,
+    rope_frequencies,
+    yarn_attention_scale,
+)
+
+
+def reference_rope(x, positions, base=10000.0):
+    """Interleaved RoPE as complex multiplication: z_i * exp(1j * m * theta_i)."""
+    x = x.detach().double().numpy()
+    d = x.shape[-1]
+    theta = np.array([base ** (-2 * i / d) for i in range(d // 2)])
+    z = x[..., 0::2] + 1j * x[..., 1::2]
+    z = z * np.exp(1j * np.asarray(positions, dtype=np.float64)[:, None] * theta)
+    out = np.empty_like(x)
+    out[..., 0::2], out[..., 1::2] = z.real, z.imag
+    return torch.from_numpy(out)
+
+
+@pytest.fixture
+def x():
+    return torch.randn(2, 3, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+
+
+def test_matches_complex_multiplication(x):
+    torch.testing.assert_close(apply_rope(x), reference_rope(x, range(7)), rtol=0, atol=1e-12)
+    pos = torch.tensor([5, 0, 9, 3, 3, 100, 2])
+    torch.testing.assert_close(apply_rope(x, pos), reference_rope(x, pos.tolist()), rtol=0, atol=1e-12)
+
+
+def test_position_zero_is_the_identity_and_norms_are_kept(x):
+    torch.testing.assert_close(apply_rope(x, torch.zeros(7, dtype=torch.long)), x)
+    out = apply_rope(x)
+    torch.testing.assert_close(out.norm(dim=-1), x.norm(dim=-1))
+    pairs = lambda t: t.view(*t.shape[:-1], 4, 2).norm(dim=-1)  # noqa: E731
+    torch.testing.assert_close(pairs(out), pairs(x))
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "halves"])
+def test_score_depends_only_on_the_offset(layout):
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(16, dtype=torch.float64, generator=g), torch.randn(16, dtype=torch.float64, generator=g)
+
+    def score(m, n):
+        qm = apply_rope(q[None], torch.tensor([m]), layout=layout)[0]
+        kn = apply_rope(k[None], torch.tensor([n]), layout=layout)[0]
+        return float(qm @ kn)
+
+    for offset in (-7, 0, 3, 50):
+        scores = [score(m, m + offset) for m in (0, 1, 10, 1000, 12345)]
+        np.testing.assert_allclose(scores, scores[0], rtol=0, atol=1e-9)
+    assert abs(score(0, 3) - score(0, 4)) > 1e-3
+
+
+def test_layouts_are_the_same_rotation_after_a_permutation(x):
+    perm = torch.from_numpy(layout_permutation(8))
+    torch.testing.assert_close(apply_rope(x[..., perm], layout="halves"), apply_rope(x, layout="interleaved")[..., perm])
+    # Running interleaved weights with the halves layout is a different rotation.
+    assert (apply_rope(x, layout="halves") - apply_rope(x)).abs().max() > 0.1
+
+
+def test_dtype_is_kept_and_angles_are_exact_far_out():
+    x = torch.randn(1, 4, 8, generator=torch.Generator().manual_seed(2))
+    pos = torch.tensor([0, 1, 100_000, 1_000_000])
+    out = apply_rope(x, pos)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), reference_rope(x, pos.tolist()), rtol=0, atol=1e-5)
+
+
+def test_frequency_scalings():
+    d, s = 64, 4.0
+    theta = rope_frequencies(d)
+    np.testing.assert_allclose(theta, [10000 ** (-2 * i / d) for i in range(32)], rtol=1e-12)
+    np.testing.assert_allclose(rope_frequencies(d, scaling={"type": "linear", "factor": s}), theta / s, rtol=1e-12)
+    ntk = rope_frequencies(d, scaling={"type": "ntk", "factor": s})
+    np.testing.assert_allclose(ntk, [(10000 * s ** (d / (d - 2))) ** (-2 * i / d) for i in range(32)], rtol=1e-12)
+    assert ntk[0] == pytest.approx(theta[0]) and ntk[-1] == pytest.approx(theta[-1] / s)
+
+
+def test_yarn_ramp():
+    d, s, L = 128, 8.0, 4096
+    theta = rope_frequencies(d)
+    yarn = rope_frequencies(d, scaling={"type": "yarn", "factor": s, "original_max_len": L})
+    rotations = L * theta / (2 * math.pi)
+    for i in range(d // 2):
+        if rotations[i] > 32:
+            assert yarn[i] == pytest.approx(theta[i], rel=1e-12)
+        elif rotations[i] < 1:
+            assert yarn[i] == pytest.approx(theta[i] / s, rel=1e-12)
+        else:
+            gamma = (rotations[i] - 1) / 31
+            assert yarn[i] == pytest.approx((1 - gamma) * theta[i] / s + gamma * theta[i], rel=1e-12)
+    assert (rotations > 32).any() and (rotations < 1).any() and ((rotations > 1) & (rotations < 32)).any()
+    custom = rope_frequencies(d, scaling={"type": "yarn", "factor": s, "original_max_len": L, "beta_fast": 8, "beta_slow": 2})
+    assert not np.allclose(custom, yarn)
+
+
+def test_yarn_attention_scale():
+    assert yarn_attention_scale(1.0) == 1.0
+    assert yarn_attention_scale(0.5) == 1.0
+    assert yarn_attention_scale(16.0) == pytest.approx(0.1 * math.log(16) + 1)
+
+
+def test_rotary_module_matches_the_function_and_grows_its_cache():
+    rope = RotaryEmbedding(8, max_len=4)
+    assert rope.cached_len == 4
+    q = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(3))
+    k = torch.randn(2, 3, 6, 8, generator=torch.Generator().manual_seed(4))
+    rq, rk = rope(q, k)
+    assert rope.cached_len == 8  # grew: at least doubled
+    torch.testing.assert_close(rq, apply_rope(q))
+    torch.testing.assert_close(rk, apply_rope(k))
+    far = torch.tensor([0, 1, 2, 3, 4, 1000])
+    rq, _ = rope(q, k, far)
+    assert rope.cached_len == 1001
+    torch.testing.assert_close(rq, apply_rope(q, far))
+    assert "cos" not in rope.state_dict()
+
+
+def test_rotary_module_plugs_into_attention_and_is_relative():
+    torch.manual_seed(0)
+    attn = MultiHeadSelfAttention(16, 2, qk_transform=RotaryEmbedding(8)).double()
+    const = torch.randn(1, 1, 16, dtype=torch.float64).expand(1, 5, 16)
+    attn(const)
+    # log w[i, j] - log w[i, i] = score(j - i) - score(0): the same for every i when the
+    # tokens are equal, because the score depends on the offset only.
+    logw = attn.last_weights.log()
+    relative = logw - logw.diagonal(dim1=-2, dim2=-1)[..., :, None]
+    torch.testing.assert_close(relative[..., 1:, 1:], relative[..., :-1, :-1])
+    assert relative[..., 0, 1:].abs().max() > 1e-3  # and it does depend on the offset
+
+
+@pytest.mark.parametrize(
+    "call, error, words",
+    [
+        (lambda: apply_rope(torch.zeros(2, 5, 7)), ValueError, "last dimension of x must be even"),
+        (lambda: apply_rope(torch.zeros(5, 8), torch.arange(4)), ValueError, r"positions must have shape \(seq,\) = \(5,\)"),
+        (lambda: apply_rope(torch.zeros(5, 8), torch.arange(5.0)), TypeError, "positions must be integers"),
+        (lambda: apply_rope(torch.zeros(5, 8), [0, 1, 2, 3, 4]), TypeError, "positions must be an integer torch.Tensor"),
+        (lambda: apply_rope(torch.zeros(5, 8), layout="neox"), ValueError, "layout must be one of"),
+        (lambda: apply_rope(torch.zeros(5, 8, dtype=torch.long)), TypeError, "floating-point"),
+        (lambda: apply_rope(torch.zeros(8)), ValueError, r"shape \(\.\.\., seq, dim\)"),
+        (lambda: rope_frequencies(8, scaling={"type": "dynamic", "factor": 2.0}), ValueError, "scaling\\['type'\\] must be one of"),
+        (lambda: rope_frequencies(8, scaling={"type": "linear"}), ValueError, "needs a 'factor'"),
+        (lambda: rope_frequencies(8, scaling={"type": "linear", "factor": 0.5}), ValueError, "at least 1"),
+        (lambda: rope_frequencies(8, scaling={"type": "yarn", "factor": 2.0}), ValueError, "original_max_len"),
+        (lambda: rope_frequencies(8, scaling={"type": "linear", "factor": 2.0, "original_max_len": 4}), ValueError, "unknown scaling keys"),
+        (lambda: rope_frequencies(8, scaling="linear"), TypeError, "scaling must be None or a dict"),
+        (lambda: rope_frequencies(9), ValueError, "dim must be even"),
+        (lambda: RotaryEmbedding(8)(torch.zeros(1, 4, 8), torch.zeros(1, 3, 8)), ValueError, "same length"),
+        (lambda: RotaryEmbedding(8)(torch.zeros(1, 4, 6), torch.zeros(1, 4, 6)), ValueError, "dim=8"),
+        (lambda: RotaryEmbedding(8)(torch.zeros(1, 2, 8), torch.zeros(1, 2, 8), torch.tensor([-1, 0])), ValueError, "non-negative"),
+        (lambda: yarn_attention_scale(0.0), ValueError, "factor must be positive"),
+    ],
+)
+def test_bad_arguments(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
+
+
+def test_long_term_decay_bound_matches_a_loop():
+    from companion.rope import long_term_decay_bound
+
+    d = 16
+    theta = [10000 ** (-2 * i / d) for i in range(d // 2)]
+    for offset in (0, 1, 7.5, 100, -30):
+        partial, total = 0j, 0.0
+        for t in theta:
+            partial += complex(math.cos(offset * t), math.sin(offset * t))
+            total += abs(partial)
+        assert long_term_decay_bound(np.array(offset), d) == pytest.approx(total / (d // 2), rel=1e-12)
+    assert long_term_decay_bound(np.zeros(3), d).tolist() == pytest.approx([4.5] * 3)
+    with pytest.raises(TypeError, match="real numbers"):
+        long_term_decay_bound(np.array(["a"]), d)
