@@ -145,6 +145,38 @@ def layout_permutation(dim: int) -> np.ndarray:
     return interleaved_to_halves(dim)
 
 
+def permute_qk_weights(weight: torch.Tensor, num_heads: int, *, to: str) -> torch.Tensor:
+    """Reorder the output features of a query or key projection between RoPE layouts.
+
+    A checkpoint trained with one layout runs correctly with the other once the rows of
+    ``W_Q`` and ``W_K`` (and their biases) are permuted within every head: then the
+    rotated queries and keys are the old ones with permuted features, and every score
+    ``q . k`` is unchanged.
+
+    Args:
+        weight: ``(h * d, in_features)`` weight of an ``nn.Linear``, or its ``(h * d,)`` bias.
+        num_heads: number of heads ``h``; ``d`` must be even.
+        to: ``"halves"`` (from interleaved) or ``"interleaved"`` (from halves).
+
+    Returns:
+        A new tensor of the same shape.
+    """
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"weight must be a torch.Tensor, got {type(weight).__name__}")
+    if weight.ndim not in (1, 2):
+        raise ValueError(f"weight must be (h * d, in_features) or a (h * d,) bias, got shape {tuple(weight.shape)}")
+    num_heads = _checks.positive_int("num_heads", num_heads)
+    to = _checks.choice("to", to, LAYOUTS)
+    if weight.shape[0] % num_heads:
+        raise ValueError(f"num_heads={num_heads} must divide the {weight.shape[0]} output features of weight")
+    head_dim = _checks.even_int("the head dimension (output features / num_heads)", weight.shape[0] // num_heads)
+    perm = torch.from_numpy(layout_permutation(head_dim))
+    if to == "interleaved":
+        perm = torch.argsort(perm)
+    index = (torch.arange(num_heads)[:, None] * head_dim + perm).flatten()
+    return weight[index].clone()
+
+
 def _check_positions(positions: Any, seq: int) -> torch.Tensor:
     if positions is None:
         return torch.arange(seq)
