@@ -29,7 +29,8 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     (the 1st, 3rd, 5th, ...) until there are ``n``.
 
     Returns:
-        float64 array ``(num_heads,)``, decreasing.
+        float64 array ``(num_heads,)``, distinct values in ``[2^-8, 1)``; decreasing for a
+        power of two, not sorted otherwise (the extra slopes come last).
     """
     num_heads = _checks.positive_int("num_heads", num_heads)
     p = 2 ** math.floor(math.log2(num_heads))

@@ -13,8 +13,8 @@ They are the same rotation after the feature permutation :func:`layout_permutati
 weights trained with one layout are wrong under the other.
 
 Angles are computed in float64 and cast to the input's dtype afterwards: in float32 the
-product ``m * theta`` keeps only about 7 significant digits, an error of about 0.01 rad at
-position 100000 for the fastest pair.
+product ``m * theta`` keeps only about 7 significant digits, so at position 100000, where
+angles reach 1e5 rad, they can be off by several thousandths of a radian.
 """
 
 from __future__ import annotations
@@ -251,6 +251,8 @@ class RotaryEmbedding(nn.Module):
         dim: features per head ``d`` (even).
         base, layout, scaling: as in :func:`apply_rope`.
         max_len: initial length of the cached tables.
+        attention_scale: factor applied to the rotated queries and keys; use
+            ``yarn_attention_scale(s)`` with YaRN scaling, 1.0 otherwise.
     """
 
     def __init__(
@@ -261,9 +263,14 @@ class RotaryEmbedding(nn.Module):
         layout: str = "interleaved",
         scaling: dict | None = None,
         max_len: int = 256,
+        attention_scale: float = 1.0,
     ):
         super().__init__()
         self.dim = _checks.even_int("dim", dim)
+        # Multiplies the rotated q and k, so logits scale by its square (YaRN's temperature).
+        self.attention_scale = _checks.real("attention_scale", attention_scale)
+        if self.attention_scale <= 0:
+            raise ValueError(f"attention_scale must be positive, got {attention_scale}")
         self.layout = _checks.choice("layout", layout, LAYOUTS)
         self.register_buffer(
             "theta", torch.from_numpy(rope_frequencies(dim, base=base, scaling=scaling)), persistent=False
@@ -283,8 +290,8 @@ class RotaryEmbedding(nn.Module):
         x = _check_input(x)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has {x.shape[-1]} features per head but the embedding has dim={self.dim}")
-        cos = self.cos[positions].to(x.dtype)
-        sin = self.sin[positions].to(x.dtype)
+        cos = (self.cos[positions] * self.attention_scale).to(x.dtype)
+        sin = (self.sin[positions] * self.attention_scale).to(x.dtype)
         return _rotate(x, cos, sin, self.layout)
 
     def forward(

@@ -86,3 +86,12 @@ def test_plugs_into_attention():
 def test_bad_arguments(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+@pytest.mark.parametrize("n", range(1, 65))
+def test_slopes_are_distinct_in_range_and_sorted_only_for_powers_of_two(n):
+    slopes = alibi_slopes(n)
+    assert len(set(slopes.tolist())) == n
+    assert slopes.min() == pytest.approx(2.0**-8, rel=1e-12) and slopes.max() < 1
+    is_power = n & (n - 1) == 0
+    assert bool((slopes[1:] < slopes[:-1]).all()) == (is_power or n == 1)

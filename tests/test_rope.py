@@ -183,3 +183,13 @@ def test_long_term_decay_bound_matches_a_loop():
     assert long_term_decay_bound(np.zeros(3), d).tolist() == pytest.approx([4.5] * 3)
     with pytest.raises(TypeError, match="real numbers"):
         long_term_decay_bound(np.array(["a"]), d)
+
+
+def test_rotary_attention_scale_multiplies_logits_by_its_square():
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(1, 1, 6, 8, generator=g), torch.randn(1, 1, 6, 8, generator=g)
+    plain_q, plain_k = RotaryEmbedding(8)(q, k)
+    scaled_q, scaled_k = RotaryEmbedding(8, attention_scale=1.5)(q, k)
+    torch.testing.assert_close(scaled_q @ scaled_k.transpose(-2, -1), 2.25 * (plain_q @ plain_k.transpose(-2, -1)))
+    with pytest.raises(ValueError, match="attention_scale must be positive"):
+        RotaryEmbedding(8, attention_scale=0.0)
