@@ -10,3 +10,8 @@ from companion.exercises.ch02 import *  # noqa: F401,F403
 from companion.exercises.ch03 import *  # noqa: F401,F403
 from companion.exercises.ch04 import *  # noqa: F401,F403
 from companion.exercises.ch05 import *  # noqa: F401,F403
+from companion.exercises.ch06 import *  # noqa: F401,F403
+from companion.exercises.ch07 import *  # noqa: F401,F403
+from companion.exercises.ch08 import *  # noqa: F401,F403
+from companion.exercises.ch09 import *  # noqa: F401,F403
+from companion.exercises.ch10 import *  # noqa: F401,F403
