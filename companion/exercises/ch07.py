@@ -1,0 +1,135 @@
+"""Checkers for the exercises of chapter 7 (RoPE)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = [
+    "ROPE_HAND_VECTOR",
+    "check_rope_rotated_vector",
+    "check_rope_pair_permutation",
+    "rope_interleaved_query_weight",
+    "check_rope_halves_query_weight",
+]
+
+# The parameters the exercise texts state.
+ROPE_HAND_VECTOR = (1.0, 2.0, -0.5, 3.0)  # d = 4, base 10000, interleaved
+ROPE_HAND_POSITION = 3
+PERM_DIM = 8
+WEIGHT_HEADS, WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM = 2, 8, 12
+
+
+def _as_real_array(answer, shape: tuple[int, ...]):
+    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is unusable."""
+    try:
+        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        if np.iscomplexobj(raw):
+            return None, wrong(
+                f"expected a real array of shape {shape}, got complex numbers; turn each complex "
+                "number back into two real features"
+            )
+        array = raw.astype(np.float64)
+    except (TypeError, ValueError, RuntimeError):
+        return None, wrong(f"expected an array of shape {shape}, got {type(answer).__name__}")
+    if array.shape != shape:
+        return None, wrong(f"expected an array of shape {shape}, got shape {array.shape}")
+    if not np.all(np.isfinite(array)):
+        return None, wrong("The array contains NaN or infinite values")
+    return array, None
+
+
+def _theta(dim: int, base: float = 10000.0) -> np.ndarray:
+    return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+
+
+def _rotate_interleaved(x: np.ndarray, position: float) -> np.ndarray:
+    z = (x[0::2] + 1j * x[1::2]) * np.exp(1j * position * _theta(x.size))
+    return np.stack([z.real, z.imag], axis=-1).reshape(-1)
+
+
+def check_rope_rotated_vector(answer) -> Feedback:
+    """``ROPE_HAND_VECTOR`` rotated by RoPE at position 3 (d = 4, base 10000, interleaved pairs)."""
+    got, problem = _as_real_array(answer, (4,))
+    if problem is not None:
+        return problem
+    x = np.array(ROPE_HAND_VECTOR)
+    expected = _rotate_interleaved(x, ROPE_HAND_POSITION)
+    if np.allclose(got, expected, atol=1e-6):
+        return right("Each pair turned by 3 * theta_i and kept its length.")
+    if np.allclose(got, x, atol=1e-6):
+        return wrong("This is the vector unchanged: position 3 should turn every pair by 3 * theta_i.")
+    if np.allclose(got, _rotate_interleaved(x, -ROPE_HAND_POSITION), atol=1e-6):
+        return wrong("The pairs turned the wrong way: multiply by exp(+i m theta_i), not by its conjugate.")
+    pair_norms = np.hypot(got[0::2], got[1::2])
+    if not np.allclose(pair_norms, np.hypot(x[0::2], x[1::2]), atol=1e-6):
+        if np.allclose(np.hypot(got[:2], got[2:]), np.hypot(x[:2], x[2:]), atol=1e-6):
+            return wrong("You paired feature j with feature j + d/2 (the halves layout); this exercise pairs (0, 1) and (2, 3).")
+        return wrong("A rotation keeps each pair's length, and yours changed: check which features form a pair.")
+    return wrong(
+        "Each pair keeps its length, but some angle is off: pair i turns by m * theta_i with "
+        "theta_i = 10000 ** (-2i / d), in radians."
+    )
+
+
+def _layout_perm(dim: int) -> np.ndarray:
+    return np.concatenate([np.arange(0, dim, 2), np.arange(1, dim, 2)])
+
+
+def check_rope_pair_permutation(answer) -> Feedback:
+    """The permutation ``p`` of 8 features with ``rope_halves(x[p]) == rope_interleaved(x)[p]``."""
+    try:
+        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+    except (TypeError, ValueError, RuntimeError):
+        return wrong(f"expected {PERM_DIM} integer indices, got {type(answer).__name__}")
+    if raw.shape != (PERM_DIM,) or raw.dtype.kind not in "iuf":
+        return wrong(f"expected {PERM_DIM} integer indices (shape ({PERM_DIM},)), got shape {raw.shape}, dtype {raw.dtype}")
+    if not np.all(np.isfinite(raw)) or not np.array_equal(raw, np.round(raw)):
+        return wrong("The indices must be whole numbers")
+    perm = raw.astype(np.int64)
+    if sorted(perm.tolist()) != list(range(PERM_DIM)):
+        return wrong(f"A permutation uses each index 0 .. {PERM_DIM - 1} exactly once")
+    expected = _layout_perm(PERM_DIM)
+    if np.array_equal(perm, expected):
+        return right("Interleaved pair (2i, 2i + 1) lands on halves pair (i, i + d/2).")
+    if np.array_equal(perm, np.argsort(expected)):
+        return wrong(
+            "This is the inverse permutation. Read x[p] as: new feature j is old feature p[j]; "
+            "new feature i (i < d/2) must be the first member of interleaved pair i."
+        )
+    return wrong(
+        "Under the halves layout, features i and i + d/2 form pair i; under the interleaved "
+        "layout, features 2i and 2i + 1 do. Which old feature must sit at new position i?"
+    )
+
+
+def rope_interleaved_query_weight() -> np.ndarray:
+    """A seeded query weight ``(h * d, D) = (16, 12)``, two heads of ``d = 8``, made for interleaved RoPE."""
+    return np.random.default_rng(7).standard_normal((WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM))
+
+
+def check_rope_halves_query_weight(answer) -> Feedback:
+    """The weight of :func:`rope_interleaved_query_weight` rearranged for the halves layout."""
+    shape = (WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM)
+    got, problem = _as_real_array(answer, shape)
+    if problem is not None:
+        return problem
+    w = rope_interleaved_query_weight()
+    perm = _layout_perm(WEIGHT_HEAD_DIM)
+    rows = np.concatenate([h * WEIGHT_HEAD_DIM + perm for h in range(WEIGHT_HEADS)])
+    if np.allclose(got, w[rows], atol=1e-9):
+        return right("Each head's output rows are reordered; the inputs (columns) are untouched.")
+    if np.allclose(got, w, atol=1e-9):
+        return wrong("This is the weight unchanged; the halves layout pairs different output features.")
+    if np.allclose(got, w[_layout_perm(shape[0])], atol=1e-9):
+        return wrong("Each head rotates its own 8 features: permute the rows within each head, not across all 16.")
+    inverse_rows = np.concatenate([h * WEIGHT_HEAD_DIM + np.argsort(perm) for h in range(WEIGHT_HEADS)])
+    if np.allclose(got, w[inverse_rows], atol=1e-9):
+        return wrong("The rows moved the opposite way: that is the inverse permutation.")
+    if np.allclose(np.sort(got, axis=0), np.sort(w, axis=0), atol=1e-9):
+        return wrong("The rows are reordered, but not as the halves layout needs; check the order within each head.")
+    return wrong(
+        "The new weight should contain the same rows as the old one, in another order: the query "
+        "features come out of W_Q's rows, and the layout decides which features form a pair."
+    )
