@@ -1,0 +1,137 @@
+"""Checkers for the exercises of chapter 8 (stretching RoPE to longer contexts)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = ["check_ntk_base", "check_yarn_classes", "check_ntk_unseen_pairs"]
+
+_BASE = 10000.0
+# The parameters the exercise texts state.
+NTK_DIM, NTK_FACTOR = 128, 8
+CLASSES_DIM, CLASSES_LEN = 64, 4096
+UNSEEN_DIM, UNSEEN_LEN, UNSEEN_FACTOR = 64, 4096, 8
+
+
+def _speeds(dim: int, base: float = _BASE) -> np.ndarray:
+    return base ** (-2.0 * np.arange(dim // 2) / dim)
+
+
+def _as_number(answer: Any) -> float | str:
+    """Return ``answer`` as a finite float, or a message saying why it is not one."""
+    if isinstance(answer, (bool, np.bool_)):
+        return f"expected a number, got a boolean {answer!r}"
+    if isinstance(answer, numbers.Real):
+        value = float(answer)
+    else:
+        try:
+            array = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+            return f"expected a number, got {type(answer).__name__}"
+        if array.dtype.kind not in "iuf":
+            return f"expected a number, got {type(answer).__name__}"
+        if array.size != 1:
+            return f"expected a single number, got an array of shape {array.shape}"
+        value = float(array.reshape(()))
+    if not math.isfinite(value):
+        return f"expected a finite number, got {value}"
+    return value
+
+
+def _as_count(answer: Any) -> int | str:
+    """Return ``answer`` as a whole number, or a message saying why it is not one."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return value
+    if value != round(value):
+        return f"expected a whole number of pairs, got {value}"
+    return int(round(value))
+
+
+def check_ntk_base(answer: Any) -> Feedback:
+    """Exercise ch08-ntk-base: the NTK-aware base for d = 128, s = 8 (original base 10000)."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    d, s = NTK_DIM, NTK_FACTOR
+    target = _BASE * s ** (d / (d - 2))
+    if math.isclose(value, target, rel_tol=1e-6):
+        return right(f"with base {target:,.1f} the fastest pair keeps its speed and the slowest turns {s} times slower.")
+    if math.isclose(value, _BASE * s, rel_tol=1e-6):
+        return wrong("multiplying the base by s divides the slowest speed by a bit less than s, because the "
+                     "slowest pair has exponent (d - 2)/d, not 1. Which power of s makes it exactly s?")
+    if math.isclose(value, _BASE * s ** ((d - 2) / d), rel_tol=1e-6):
+        return wrong("the exponent is upside down: the slowest pair raises the base to the power (d - 2)/d, "
+                     "so the factor on the base must undo that power.")
+    if value <= _BASE:
+        return wrong("to slow the rotations down the base has to grow, not shrink.")
+    return wrong("choose the new base so that the slowest pair, i = d/2 - 1, turns exactly s times slower; "
+                 "its speed is base ** (-(d - 2) / d).")
+
+
+def _as_pair(answer: Any) -> tuple[int, int] | str:
+    if isinstance(answer, (str, bytes, dict, set, frozenset)) or not hasattr(answer, "__len__"):
+        return f"expected two counts (kept, interpolated), got {type(answer).__name__}"
+    if hasattr(answer, "shape") and len(answer.shape) != 1:
+        return f"expected two counts (kept, interpolated), got an array of shape {tuple(answer.shape)}"
+    values = list(answer)
+    if len(values) != 2:
+        return f"expected two counts (kept, interpolated), got {len(values)} values"
+    counts = [_as_count(v) for v in values]
+    for count in counts:
+        if isinstance(count, str):
+            return count
+    return counts[0], counts[1]
+
+
+def check_yarn_classes(answer: Any) -> Feedback:
+    """Exercise ch08-yarn-classes: (pairs kept, pairs fully interpolated) by YaRN for d = 64, L = 4096."""
+    pair = _as_pair(answer)
+    if isinstance(pair, str):
+        return wrong(pair)
+    turns = CLASSES_LEN * _speeds(CLASSES_DIM) / (2 * math.pi)
+    kept, interpolated = int(np.sum(turns > 32)), int(np.sum(turns < 1))
+    ramp = CLASSES_DIM // 2 - kept - interpolated
+    if pair == (kept, interpolated):
+        return right(f"{kept} pairs turn more than 32 times within L and are kept, {interpolated} turn less than "
+                     f"once and are interpolated; the other {ramp} are on the ramp.")
+    if pair == (interpolated, kept):
+        return wrong("the two counts are swapped: the fast pairs (many turns) are the ones kept.")
+    if sum(pair) == CLASSES_DIM // 2:
+        return wrong("the two counts add up to all pairs; some pairs are on the ramp, neither kept nor fully "
+                     "interpolated.")
+    radians = CLASSES_LEN * _speeds(CLASSES_DIM)
+    if pair == (int(np.sum(radians > 32)), int(np.sum(radians < 1))):
+        return wrong("the thresholds count full turns, not radians: one turn is 2*pi radians.")
+    return wrong("count the turns of each pair within the trained length, L * theta_i / (2*pi), and compare "
+                 "them with beta_fast and beta_slow.")
+
+
+def check_ntk_unseen_pairs(answer: Any) -> Feedback:
+    """Exercise ch08-ntk-unseen: pairs with unseen angles at m < 8L under NTK scaling, d = 64, L = 4096."""
+    count = _as_count(answer)
+    if isinstance(count, str):
+        return wrong(count)
+    d, length, s = UNSEEN_DIM, UNSEEN_LEN, UNSEEN_FACTOR
+    theta = _speeds(d)
+    stretched = _speeds(d, _BASE * s ** (d / (d - 2)))
+    partial = length * theta < 2 * math.pi
+    unseen = int(np.sum(partial & ((s * length - 1) * stretched > length * theta)))
+    if count == unseen:
+        return right(f"{unseen} of the {int(partial.sum())} slow pairs run past their trained arc; only the "
+                     "slowest one is divided by the full factor.")
+    if count == int(partial.sum()):
+        return wrong("that is every pair with less than one turn; is there one that NTK slows down by exactly s?")
+    if count == 0:
+        return wrong("NTK slows the slow pairs, but by how much? Compare the largest angle at m < sL with "
+                     "L * theta_i pair by pair.")
+    if count < 0 or count > d // 2:
+        return wrong(f"the model has {d // 2} pairs; the count must lie between 0 and {d // 2}.")
+    return wrong("a pair can only meet a new angle if it made less than one turn within L; for those, compare "
+                 "(s L - 1) times the new speed with L times the old one.")
