@@ -83,3 +83,10 @@ def test_one_thread_restores_the_setting():
 def test_bad_arguments(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_progress_bar_only_when_asked_or_on_a_terminal(capsys):
+    train(CONFIG, TrainConfig(steps=3, seed=0), SOURCE)  # progress=None: stderr is not a terminal here
+    assert capsys.readouterr().err == ""
+    train(CONFIG, TrainConfig(steps=3, seed=0), SOURCE, progress=True)
+    assert "training (alibi)" in capsys.readouterr().err
