@@ -83,7 +83,8 @@ class MultiHeadSelfAttention(nn.Module):
         qk_transform: optional callable ``(q, k) -> (q, k)`` on ``(b, h, s, d)`` tensors.
 
     ``forward(x, *, causal=False, attn_bias=None)`` takes ``x`` of shape ``(b, s, D)`` and
-    returns ``(b, s, D)``; after a call, ``last_weights`` holds the ``(b, h, s, s)`` weights.
+    returns ``(b, s, D)``; after a call, ``last_weights`` holds the ``(b, h, s, s)`` weights
+    (detached from the autograd graph).
     """
 
     def __init__(
@@ -126,5 +127,6 @@ class MultiHeadSelfAttention(nn.Module):
         bias = None if self.score_bias is None else self.score_bias(s, s)
         if attn_bias is not None:
             bias = attn_bias if bias is None else bias + attn_bias
-        out, self.last_weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+        self.last_weights = weights.detach()  # for inspection; keeping the graph would pin memory
         return self.out(out.transpose(1, 2).reshape(b, s, self.dim))  # (b, s, D)

@@ -110,13 +110,22 @@ def approx_flops_per_token(config: ModelConfig, seq_len: int) -> int:
 
 
 def rope_scalings(factor: float, train_len: int) -> dict[str, dict | None]:
-    """The four ways chapter 12 runs a RoPE model at ``factor`` times its training length."""
+    """The four ways the lab runs a RoPE model at ``factor`` times its training length."""
     return {
         "none": None,
         "linear": {"type": "linear", "factor": factor},
         "ntk": {"type": "ntk", "factor": factor},
         "yarn": {"type": "yarn", "factor": factor, "original_max_len": train_len},
     }
+
+
+def with_rope_scaling(model: TinyDecoder, scaling: dict | None, *, attention_scale: float = 1.0) -> TinyDecoder:
+    """A copy of a trained RoPE ``model`` that runs with ``scaling``; the original is untouched."""
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
+    stretched = copy.deepcopy(model)
+    stretched.set_rope_scaling(scaling, attention_scale=attention_scale)
+    return stretched
 
 
 def rope_extension(
@@ -151,10 +160,8 @@ def rope_extension(
     base_model, _ = train(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source)
 
     def stretched(method: str, factor: int) -> TinyDecoder:
-        model = copy.deepcopy(base_model)
         scale = yarn_attention_scale(factor) if method == "yarn" else 1.0
-        model.set_rope_scaling(rope_scalings(factor, train_len)[method], attention_scale=scale)
-        return model
+        return with_rope_scaling(base_model, rope_scalings(factor, train_len)[method], attention_scale=scale)
 
     result = {
         "trained": evaluate(base_model, source, [train_len], num_tokens=num_tokens)[train_len],

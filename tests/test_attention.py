@@ -158,3 +158,12 @@ def test_sdpa_shape_errors(qkv):
         scaled_dot_product_attention(q, k, v[:, :, :4])
     with pytest.raises(ValueError, match="4 dimensions"):
         scaled_dot_product_attention(q[0], k, v)
+
+
+def test_last_weights_are_detached_so_a_trained_layer_can_be_copied():
+    import copy
+
+    attn = MultiHeadSelfAttention(8, 2)
+    attn(torch.randn(1, 3, 8)).sum().backward()
+    assert not attn.last_weights.requires_grad
+    copy.deepcopy(attn)

@@ -41,3 +41,18 @@ def test_bad_arguments():
         lab.length_extrapolation(schemes=("xpos",), steps=1)
     with pytest.raises(ValueError, match="train_len"):
         lab.length_extrapolation(train_len=0, steps=1)
+
+
+def test_with_rope_scaling_copies_a_freshly_trained_model():
+    import torch
+
+    from companion.model import ModelConfig
+    from companion.train import TrainConfig, train
+
+    model, _ = train(ModelConfig(vocab_size=8, dim=32, position="rope"), TrainConfig(steps=2, seq_len=8), lab.default_source())
+    stretched = lab.with_rope_scaling(model, {"type": "linear", "factor": 2.0})
+    tokens = torch.randint(0, 8, (1, 8))
+    assert not torch.allclose(stretched(tokens), model(tokens))  # the copy changed, the original did not
+    torch.testing.assert_close(lab.with_rope_scaling(model, None)(tokens), model(tokens))
+    with pytest.raises(TypeError, match="TinyDecoder"):
+        lab.with_rope_scaling("model", None)
