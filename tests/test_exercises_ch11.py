@@ -1,0 +1,115 @@
+"""Tests of the chapter 11 checkers: right answers pass, typical mistakes get a hint, bad input never raises."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion.exercises import Feedback, check_chunk_floor_16, check_early_token_counts, check_table2_flat_methods
+from companion.lab import default_source
+
+BAD = [None, "abc", 3.0j, [1, 2, 3], [[1, 2], [3]], {"a": 1}, np.zeros((3, 3)), object(), float("nan")]
+
+
+# ---- ch11-floor-16 ---------------------------------------------------------------------
+
+def _floor_16():
+    """Independently: H(x1 | x0) from the stationary pair distribution, then h for the other 14 predictions."""
+    chain = default_source()
+    pairs = chain.stationary.reshape(8, 8)  # p(x0, x1)
+    first = float(-(pairs * np.log(pairs / pairs.sum(axis=1, keepdims=True))).sum())
+    rate = float(-(chain.stationary[:, None] * chain.transitions * np.log(chain.transitions)).sum())
+    return (first + 14 * rate) / 15, first, rate
+
+
+def test_floor_accepts_the_number_in_many_forms():
+    floor, _, _ = _floor_16()
+    for answer in (floor, np.float32(floor), torch.tensor(floor), np.array([floor]), round(floor, 4)):
+        assert check_chunk_floor_16(answer)
+
+
+def test_floor_rejects_typical_mistakes():
+    floor, first, rate = _floor_16()
+    for answer, hint in [
+        (rate, "full context"),
+        ((first + 15 * rate) / 16, "Off by one"),
+        ((first + 13 * rate) / 14, "Off by one"),
+        (first + 14 * rate, "total"),
+        (first, "first prediction only"),
+        (math.log(8), "Not the chunk's floor"),
+    ]:
+        feedback = check_chunk_floor_16(answer)
+        assert isinstance(feedback, Feedback) and not feedback
+        assert hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", BAD + [True, [1.0, 2.0]])
+def test_floor_never_raises(answer):
+    feedback = check_chunk_floor_16(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- ch11-table2-flat ------------------------------------------------------------------
+
+def test_flat_methods_accepts_any_collection_of_the_names():
+    for answer in (["t5", "alibi"], ("alibi", "t5"), {"t5", "alibi"}, ["ALiBi", " T5 "], np.array(["t5", "alibi"])):
+        assert check_table2_flat_methods(answer)
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (["alibi"], "perplexities"),
+        (["t5"], "Getting better counts"),
+        (["t5", "alibi", "rotary"], "rotary"),
+        (["sinusoidal", "alibi", "t5"], "sinusoidal"),
+        ([], "missing"),
+        (["rope"], "unknown"),
+    ],
+)
+def test_flat_methods_rejects_typical_mistakes(answer, hint):
+    feedback = check_table2_flat_methods(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", [None, "t5", b"alibi", 3, [1, 2], {"a": 1}, np.array([["t5"]]), np.array([1.0]), object()])
+def test_flat_methods_never_raises(answer):
+    feedback = check_table2_flat_methods(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- ch11-early-tokens -----------------------------------------------------------------
+
+COUNTS = np.array([8192 / 32, 8192 / 64, 8192 / 128, 8192 / 256])  # one starved prediction per chunk
+
+
+def test_early_counts_accepts_the_counts_in_many_forms():
+    for answer in (COUNTS, COUNTS.astype(int).tolist(), torch.tensor(COUNTS), tuple(COUNTS.astype(int))):
+        assert check_early_token_counts(answer)
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (COUNTS[::-1], "wrong order"),
+        (2 * COUNTS, "Two per chunk"),
+        (np.ones(4), "per chunk"),
+        (1 / np.array([31, 63, 127, 255]), "fractions"),
+        (COUNTS * np.array([31, 63, 127, 255]), "every prediction"),
+        (COUNTS + 1, "Not the counts"),
+    ],
+)
+def test_early_counts_rejects_typical_mistakes(answer, hint):
+    feedback = check_early_token_counts(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", BAD + [np.array(["a", "b", "c", "d"]), np.full(4, np.inf), COUNTS[:3]])
+def test_early_counts_never_raises(answer):
+    feedback = check_early_token_counts(answer)
+    assert isinstance(feedback, Feedback) and not feedback
