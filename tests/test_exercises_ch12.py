@@ -1,0 +1,76 @@
+"""Tests of the chapter 12 checkers: right answers pass, typical mistakes get a useful hint,
+and nothing a learner might pass makes a checker raise."""
+
+import numpy as np
+import pytest
+import torch
+
+from companion.exercises import Feedback
+from companion.exercises.ch12 import check_seed_spread_verdicts, check_widened_concat_parameters
+from companion.model import ModelConfig, TinyDecoder
+
+
+def parameters(dim, **kwargs):
+    return TinyDecoder(ModelConfig(vocab_size=8, dim=dim, num_layers=2, position="learned", max_len=32, **kwargs)).num_parameters()
+
+
+# Independent right answers: the companion's own model, and the intervals worked out by hand.
+WIDENED = parameters(128, combine="concat", position_dim=32)
+ADDED = parameters(96)
+SPLIT = parameters(96, combine="concat", position_dim=32)
+# A: X 1.701 +/- 0.0105 = [1.6905, 1.7115], Y 1.6837 +/- 0.0045 = [1.6792, 1.6882]: apart.
+# B: X 1.661 +/- 0.0105 = [1.6505, 1.6715], Y 1.6547 +/- 0.0135 = [1.6412, 1.6682]: overlap.
+VERDICTS = ["real", "within the spread"]
+
+ODD_INPUTS = [None, "0.5", b"x", {"a": 1}, {1, 2}, object(), [1, [2, 3]], np.array(["a", "b"]),
+              np.array([1 + 2j]), torch.zeros(2, 3, requires_grad=True), float("nan"), float("inf"), -1, True,
+              ["real"], ["real", 1], ("real", "maybe"), 3.5]
+
+
+@pytest.mark.parametrize("checker", [check_widened_concat_parameters, check_seed_spread_verdicts])
+@pytest.mark.parametrize("answer", ODD_INPUTS, ids=range(len(ODD_INPUTS)))
+def test_odd_inputs_are_rejected_without_raising(checker, answer):
+    feedback = checker(answer)
+    assert isinstance(feedback, Feedback)
+    assert not feedback
+    assert feedback.message
+
+
+def test_widened_reference_is_the_learned_concat_model():
+    assert WIDENED == 399_624
+    assert SPLIT < ADDED < WIDENED
+
+
+@pytest.mark.parametrize("answer", [WIDENED, np.int64(WIDENED), torch.tensor(WIDENED), np.array(WIDENED)])
+def test_widened_accepts(answer):
+    feedback = check_widened_concat_parameters(answer)
+    assert feedback, feedback.message
+    assert repr(feedback).startswith("Correct.")
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [(ADDED, "adding model"), (2 * ADDED, "square"), (SPLIT, "splits"), (WIDENED - 32 * 32, "learned position table"),
+     (float(WIDENED), "integer"), (WIDENED + 1, "not yet")],
+)
+def test_widened_rejects_with_hint(answer, words):
+    feedback = check_widened_concat_parameters(answer)
+    assert not feedback
+    assert words in feedback.message
+
+
+@pytest.mark.parametrize("answer", [VERDICTS, tuple(VERDICTS), ["Real ", "Within  the spread"]])
+def test_verdicts_accept(answer):
+    feedback = check_seed_spread_verdicts(answer)
+    assert feedback, feedback.message
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [(VERDICTS[::-1], "swapped"), (["real", "real"], "overlap"), (["within the spread"] * 2, "not yet"),
+     ("real", "list of two"), (["real", "within"], "one of")],
+)
+def test_verdicts_reject_with_hint(answer, words):
+    feedback = check_seed_spread_verdicts(answer)
+    assert not feedback
+    assert words in feedback.message
