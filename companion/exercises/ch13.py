@@ -1,0 +1,138 @@
+"""Checkers for the exercises of chapter 13 (stretching a trained RoPE model)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+import numpy as np
+
+from companion.exercises._feedback import Feedback, right, wrong
+
+__all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x"]
+
+_BASE = 10000.0
+# The parameters the exercise texts state.
+HEAD_DIM, TRAIN_LEN, BETA_FAST, BETA_SLOW = 16, 32, 32.0, 1.0
+NTK_FACTOR = 4
+# The zero-shot losses printed in exercise ch13-best-at-4x.
+ZERO_SHOT = {"none": {2: 1.71, 4: 1.98, 8: 2.40}, "linear": {2: 1.69, 4: 1.83, 8: 1.95},
+             "ntk": {2: 1.66, 4: 1.88, 8: 2.13}, "yarn": {2: 1.70, 4: 1.85, 8: 1.93}}
+_ALIASES = {"linear": "linear", "pi": "linear", "position interpolation": "linear", "interpolation": "linear",
+            "ntk": "ntk", "ntk-aware": "ntk", "yarn": "yarn", "none": "none", "no scaling": "none"}
+
+
+def _speeds(dim: int, base: float = _BASE) -> np.ndarray:
+    return base ** (-2.0 * np.arange(dim // 2) / dim)
+
+
+def _gamma(rotations: np.ndarray) -> np.ndarray:
+    return np.clip((rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW), 0.0, 1.0)
+
+
+def _as_vector(answer: Any, size: int) -> np.ndarray | str:
+    """Return ``answer`` as a float64 vector of ``size`` entries, or a message saying why not."""
+    if isinstance(answer, (str, bytes, dict, set, frozenset)) or answer is None:
+        return f"expected an array of shape ({size},), got {type(answer).__name__}"
+    try:
+        array = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+    except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+        return f"expected an array of shape ({size},), got {type(answer).__name__}"
+    if array.dtype.kind not in "iuf":
+        return f"expected an array of real numbers of shape ({size},), got dtype {array.dtype}"
+    if array.shape != (size,):
+        return f"expected an array of shape ({size},), got shape {array.shape}"
+    array = array.astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        return "expected finite numbers, got nan or inf"
+    return array
+
+
+def check_tiny_yarn_gamma(answer: Any) -> Feedback:
+    """Exercise ch13-yarn-gamma: YaRN's blend weight per pair for d = 16, L = 32, beta 32 / 1."""
+    values = _as_vector(answer, HEAD_DIM // 2)
+    if isinstance(values, str):
+        return wrong(values)
+    rotations = TRAIN_LEN * _speeds(HEAD_DIM) / (2 * math.pi)
+    target = _gamma(rotations)
+    if np.allclose(values, target, rtol=1e-6, atol=1e-9):
+        on_ramp = int(np.sum(target > 0))
+        return right(f"Only {on_ramp} pairs are on the ramp, with weights {target[0]:.3f} and {target[1]:.3f}; "
+                     "no pair is kept, so YaRN is close to position interpolation for this model.")
+    unclipped = (rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW)
+    if np.allclose(values, unclipped, rtol=1e-6, atol=1e-9):
+        return wrong("some of your weights are negative: a pair with fewer than beta_slow turns is simply "
+                     "interpolated, so gamma is limited to the range [0, 1].")
+    if np.allclose(values, _gamma(TRAIN_LEN * _speeds(HEAD_DIM)), rtol=1e-6, atol=1e-9):
+        return wrong("the thresholds count full turns within L, not radians: one turn is 2*pi radians.")
+    if np.allclose(values, 1.0 - target, rtol=1e-6, atol=1e-9):
+        return wrong("gamma is the weight of the original speed: 1 means the pair is kept, 0 that it is "
+                     "fully interpolated.")
+    if np.allclose(values, target[::-1], rtol=1e-6, atol=1e-9):
+        return wrong("the order is reversed: pair 0 is the fastest, so it has the most turns.")
+    if np.any(values < 0) or np.any(values > 1):
+        return wrong("a blend weight lies between 0 and 1.")
+    return wrong("count the turns of each pair within the trained length, L * theta_i / (2*pi), and place them "
+                 "between beta_slow (weight 0) and beta_fast (weight 1) on a straight line.")
+
+
+def _as_number(answer: Any) -> float | str:
+    """Return ``answer`` as a finite float, or a message saying why it is not one."""
+    if isinstance(answer, (bool, np.bool_)):
+        return f"expected a number, got a boolean {answer!r}"
+    if isinstance(answer, numbers.Real):
+        value = float(answer)
+    else:
+        try:
+            array = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+            return f"expected a number, got {type(answer).__name__}"
+        if array.dtype.kind not in "iuf":
+            return f"expected a number, got {type(answer).__name__}"
+        if array.size != 1:
+            return f"expected a single number, got an array of shape {array.shape}"
+        value = float(array.reshape(()))
+    if not math.isfinite(value):
+        return f"expected a finite number, got {value}"
+    return value
+
+
+def check_ntk_base_head16(answer: Any) -> Feedback:
+    """Exercise ch13-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base 10000)."""
+    value = _as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    d, s = HEAD_DIM, NTK_FACTOR
+    target = _BASE * s ** (d / (d - 2))
+    if math.isclose(value, target, rel_tol=1e-6):
+        return right(f"Base {target:,.1f}: the fastest pair keeps its speed, the slowest turns {s} times slower.")
+    if math.isclose(value, _BASE * s, rel_tol=1e-6):
+        return wrong("multiplying the base by s slows the slowest pair by less than s: its speed is the base "
+                     "to the power -(d - 2)/d, not -1. Which power of s makes the slowdown exactly s?")
+    if math.isclose(value, _BASE * s ** ((d - 2) / d), rel_tol=1e-6):
+        return wrong("the exponent is upside down: the slowest pair raises the base to the power (d - 2)/d, "
+                     "so the factor on the base must undo that power.")
+    if value <= _BASE:
+        return wrong("to slow the rotations down the base has to grow, not shrink.")
+    return wrong("choose the new base so that the slowest pair, i = d/2 - 1, turns exactly s times slower; "
+                 "its speed is base ** (-(d - 2) / d).")
+
+
+def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
+    """Exercise ch13-best-at-4x: the method with the lowest zero-shot loss at 4L in the printed dict."""
+    if not isinstance(answer, str):
+        return wrong(f"expected the method's key as a string, such as 'none', got {type(answer).__name__}")
+    method = _ALIASES.get(answer.strip().lower())
+    if method is None:
+        return wrong(f"expected one of the keys {sorted(ZERO_SHOT)}, got {answer!r}")
+    best = min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][4])
+    if method == best:
+        return right(f"{best!r} has the lowest loss at 4L ({ZERO_SHOT[best][4]:.2f}); note that another method "
+                     "is best at 2L and a third at 8L, so a ranking holds for one length only.")
+    if all(ZERO_SHOT[method][4] >= ZERO_SHOT[m][4] for m in ZERO_SHOT):
+        return wrong("that is the highest loss at 4L; a lower loss is better.")
+    for factor in (2, 8):
+        if method == min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][factor]):
+            return wrong(f"that method is best at {factor}L; the question asks about the column for factor 4.")
+    return wrong("compare the losses of the four methods at factor 4 and pick the lowest.")
