@@ -3,37 +3,16 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = ["check_longest_wavelength", "check_first_negative", "check_wavelength_ratio"]
 
 _BASE = 10000.0
-
-
-def _as_number(answer: Any) -> float | str:
-    """Return ``answer`` as a finite float, or a message saying why it is not one."""
-    if isinstance(answer, (bool, np.bool_)):
-        return f"expected a number, got a boolean {answer!r}"
-    if isinstance(answer, numbers.Real):
-        value = float(answer)
-    else:
-        try:
-            array = np.asarray(answer)
-        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-            return f"expected a number, got {type(answer).__name__}"
-        if array.dtype.kind not in "iuf":
-            return f"expected a number, got {type(answer).__name__}"
-        if array.size != 1:
-            return f"expected a single number, got an array of shape {array.shape}"
-        value = float(array.reshape(()))
-    if not math.isfinite(value):
-        return f"expected a finite number, got {value}"
-    return value
 
 
 def _close(value: float, target: float, rtol: float = 1e-6) -> bool:
@@ -42,7 +21,7 @@ def _close(value: float, target: float, rtol: float = 1e-6) -> bool:
 
 def check_longest_wavelength(answer: Any) -> Feedback:
     """Exercise ch04-longest-wavelength: the longest wavelength for d = 128, base 10000."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
     d = 128
@@ -62,7 +41,7 @@ def check_longest_wavelength(answer: Any) -> Feedback:
 
 def check_first_negative(answer: Any) -> Feedback:
     """Exercise ch04-first-negative: the first k > 0 with dot(k) < 0 for d = 32, base 10000."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
     if value != round(value):
@@ -86,7 +65,7 @@ def check_first_negative(answer: Any) -> Feedback:
 
 def check_wavelength_ratio(answer: Any) -> Feedback:
     """Exercise ch04-wavelength-ratio: lambda_{i+1} / lambda_i for d = 512, base 10000."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
     d = 512

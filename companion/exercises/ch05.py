@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from companion.exercises._answers import as_array
 from companion.exercises._feedback import Feedback, right, wrong
 from companion.sinusoidal import interleaved_to_halves, inverse_frequencies, sinusoidal_table
 
@@ -16,28 +17,12 @@ MYSTERY_NAMES = ("A", "B", "C", "D")
 MYSTERY_ROWS, MYSTERY_DIM, MYSTERY_BASE = 200, 16, 100.0
 
 
-def _as_float_array(answer, shape: tuple[int, ...]):
-    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is unusable."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if np.iscomplexobj(raw):
-            return None, wrong(f"expected a real array of shape {shape}, got complex numbers")
-        array = raw.astype(np.float64)
-    except (TypeError, ValueError):
-        return None, wrong(f"expected an array of shape {shape}, got {type(answer).__name__}")
-    if array.shape != shape:
-        return None, wrong(f"expected an array of shape {shape}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        return None, wrong("The array contains NaN or infinite values")
-    return array, None
-
-
 def check_pair_block(answer) -> Feedback:
     """The 2x2 block ``B`` with ``(sin, cos)`` at ``pos + 10`` equal to ``B @ (sin, cos)`` at ``pos``,
     for pair ``i = 3`` of a ``d = 64`` table (base 10000)."""
-    block, problem = _as_float_array(answer, (2, 2))
-    if problem is not None:
-        return problem
+    block = as_array(answer, (2, 2))
+    if isinstance(block, str):
+        return wrong(block)
     b = PAIR_OFFSET * inverse_frequencies(PAIR_DIM)[PAIR_INDEX]
     c, s = np.cos(b), np.sin(b)
     expected = np.array([[c, s], [-s, c]])
@@ -61,9 +46,9 @@ def check_pair_block(answer) -> Feedback:
 
 def check_extend_table(answer) -> Feedback:
     """Rows for positions 50..59 of the interleaved ``d = 32`` table, shape ``(10, 32)``."""
-    rows, problem = _as_float_array(answer, (EXTEND_MORE, EXTEND_DIM))
-    if problem is not None:
-        return problem
+    rows = as_array(answer, (EXTEND_MORE, EXTEND_DIM))
+    if isinstance(rows, str):
+        return wrong(rows)
     expected = sinusoidal_table(EXTEND_ROWS + EXTEND_MORE, EXTEND_DIM)[EXTEND_ROWS:]
     if np.allclose(rows, expected, atol=1e-6):
         return right("The rotation carried the last rows 10 positions forward, beyond the table.")

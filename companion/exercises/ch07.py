@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from companion.exercises._answers import as_array
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = [
@@ -21,25 +22,6 @@ PERM_DIM = 8
 WEIGHT_HEADS, WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM = 2, 8, 12
 
 
-def _as_real_array(answer, shape: tuple[int, ...]):
-    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is unusable."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if np.iscomplexobj(raw):
-            return None, wrong(
-                f"expected a real array of shape {shape}, got complex numbers; turn each complex "
-                "number back into two real features"
-            )
-        array = raw.astype(np.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None, wrong(f"expected an array of shape {shape}, got {type(answer).__name__}")
-    if array.shape != shape:
-        return None, wrong(f"expected an array of shape {shape}, got shape {array.shape}")
-    if not np.all(np.isfinite(array)):
-        return None, wrong("The array contains NaN or infinite values")
-    return array, None
-
-
 def _theta(dim: int, base: float = 10000.0) -> np.ndarray:
     return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
 
@@ -51,9 +33,9 @@ def _rotate_interleaved(x: np.ndarray, position: float) -> np.ndarray:
 
 def check_rope_rotated_vector(answer) -> Feedback:
     """``ROPE_HAND_VECTOR`` rotated by RoPE at position 3 (d = 4, base 10000, interleaved pairs)."""
-    got, problem = _as_real_array(answer, (4,))
-    if problem is not None:
-        return problem
+    got = as_array(answer, (4,))
+    if isinstance(got, str):
+        return wrong(got + ("; turn each complex number back into two real features" if "complex" in got else ""))
     x = np.array(ROPE_HAND_VECTOR)
     expected = _rotate_interleaved(x, ROPE_HAND_POSITION)
     if np.allclose(got, expected, atol=1e-6):
@@ -112,9 +94,9 @@ def rope_interleaved_query_weight() -> np.ndarray:
 def check_rope_halves_query_weight(answer) -> Feedback:
     """The weight of :func:`rope_interleaved_query_weight` rearranged for the halves layout."""
     shape = (WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM)
-    got, problem = _as_real_array(answer, shape)
-    if problem is not None:
-        return problem
+    got = as_array(answer, shape)
+    if isinstance(got, str):
+        return wrong(got + ("; turn each complex number back into two real features" if "complex" in got else ""))
     w = rope_interleaved_query_weight()
     perm = _layout_perm(WEIGHT_HEAD_DIM)
     rows = np.concatenate([h * WEIGHT_HEAD_DIM + perm for h in range(WEIGHT_HEADS)])

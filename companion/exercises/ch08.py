@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = ["check_ntk_base", "check_yarn_classes", "check_ntk_unseen_pairs"]
@@ -23,30 +23,9 @@ def _speeds(dim: int, base: float = _BASE) -> np.ndarray:
     return base ** (-2.0 * np.arange(dim // 2) / dim)
 
 
-def _as_number(answer: Any) -> float | str:
-    """Return ``answer`` as a finite float, or a message saying why it is not one."""
-    if isinstance(answer, (bool, np.bool_)):
-        return f"expected a number, got a boolean {answer!r}"
-    if isinstance(answer, numbers.Real):
-        value = float(answer)
-    else:
-        try:
-            array = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-            return f"expected a number, got {type(answer).__name__}"
-        if array.dtype.kind not in "iuf":
-            return f"expected a number, got {type(answer).__name__}"
-        if array.size != 1:
-            return f"expected a single number, got an array of shape {array.shape}"
-        value = float(array.reshape(()))
-    if not math.isfinite(value):
-        return f"expected a finite number, got {value}"
-    return value
-
-
 def _as_count(answer: Any) -> int | str:
     """Return ``answer`` as a whole number, or a message saying why it is not one."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return value
     if value != round(value):
@@ -56,7 +35,7 @@ def _as_count(answer: Any) -> int | str:
 
 def check_ntk_base(answer: Any) -> Feedback:
     """Exercise ch08-ntk-base: the NTK-aware base for d = 128, s = 8 (original base 10000)."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
     d, s = NTK_DIM, NTK_FACTOR

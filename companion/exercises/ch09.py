@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
 from companion.alibi import alibi_slopes
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = ["check_alibi_slopes_12", "check_alibi_bias_entry", "check_alibi_half_lives"]
@@ -33,24 +33,6 @@ def _as_vector(answer, length: int):
     if not np.all(np.isfinite(array)):
         return None, wrong("The array contains NaN or infinite values")
     return array, None
-
-
-def _as_number(answer):
-    """Return ``(float, None)`` or ``(None, Feedback)`` for a single real number."""
-    if isinstance(answer, (bool, np.bool_, str, bytes)):
-        return None, wrong(f"expected one real number, got {type(answer).__name__}")
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if raw.dtype == object or raw.dtype.kind not in "iuf":
-            return None, wrong(f"expected one real number, got {type(answer).__name__}")
-        if raw.size != 1:
-            return None, wrong(f"expected one real number, got an array of shape {raw.shape}")
-        value = float(raw.reshape(-1)[0])
-    except (TypeError, ValueError):
-        return None, wrong(f"expected one real number, got {type(answer).__name__}")
-    if not math.isfinite(value):
-        return None, wrong("The value is NaN or infinite")
-    return value, None
 
 
 def _close(a, b) -> bool:
@@ -91,9 +73,9 @@ def check_alibi_slopes_12(answer) -> Feedback:
 
 def check_alibi_bias_entry(answer) -> Feedback:
     """ALiBi's bias for head 10 (from 0) of 12, query position 40, key position 33 (head dim 64)."""
-    value, problem = _as_number(answer)
-    if problem is not None:
-        return problem
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
     slopes = alibi_slopes(ENTRY_HEADS)
     distance = ENTRY_QUERY - ENTRY_KEY
     expected = -slopes[ENTRY_HEAD] * distance

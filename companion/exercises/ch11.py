@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from companion.data import MarkovChain
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 from companion.lab import SOURCE
 
@@ -19,29 +20,11 @@ TOLERANCE_NATS = 0.05
 STREAM_TOKENS, CHUNK_LENS = 8192, (32, 64, 128, 256)
 
 
-def _as_number(answer):
-    """Return ``(float, None)`` or ``(None, Feedback)`` for a single real number."""
-    if isinstance(answer, (bool, np.bool_, str, bytes)):
-        return None, wrong(f"expected one real number, got {type(answer).__name__}")
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if raw.dtype == object or raw.dtype.kind not in "iuf":
-            return None, wrong(f"expected one real number, got {type(answer).__name__}")
-        if raw.size != 1:
-            return None, wrong(f"expected one real number, got an array of shape {raw.shape}")
-        value = float(raw.reshape(-1)[0])
-    except (TypeError, ValueError):
-        return None, wrong(f"expected one real number, got {type(answer).__name__}")
-    if not math.isfinite(value):
-        return None, wrong("The value is NaN or infinite")
-    return value, None
-
-
 def check_chunk_floor_16(answer) -> Feedback:
     """The lab chain's best mean loss on non-overlapping chunks of 16 tokens (nats per prediction)."""
-    value, problem = _as_number(answer)
-    if problem is not None:
-        return problem
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
     chain = MarkovChain(**SOURCE)
     floors = chain.optimal_loss_by_position(FLOOR_CHUNK)
     close = lambda x: abs(value - x) < 5e-4  # noqa: E731

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x"]
@@ -77,30 +78,9 @@ def check_tiny_yarn_gamma(answer: Any) -> Feedback:
                  "between beta_slow (weight 0) and beta_fast (weight 1) on a straight line.")
 
 
-def _as_number(answer: Any) -> float | str:
-    """Return ``answer`` as a finite float, or a message saying why it is not one."""
-    if isinstance(answer, (bool, np.bool_)):
-        return f"expected a number, got a boolean {answer!r}"
-    if isinstance(answer, numbers.Real):
-        value = float(answer)
-    else:
-        try:
-            array = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-            return f"expected a number, got {type(answer).__name__}"
-        if array.dtype.kind not in "iuf":
-            return f"expected a number, got {type(answer).__name__}"
-        if array.size != 1:
-            return f"expected a single number, got an array of shape {array.shape}"
-        value = float(array.reshape(()))
-    if not math.isfinite(value):
-        return f"expected a finite number, got {value}"
-    return value
-
-
 def check_ntk_base_head16(answer: Any) -> Feedback:
     """Exercise ch13-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base 10000)."""
-    value = _as_number(answer)
+    value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
     d, s = HEAD_DIM, NTK_FACTOR
