@@ -35,10 +35,14 @@ def _as_count(answer: Any) -> int | str:
 
 def check_ntk_base(answer: Any) -> Feedback:
     """Exercise ch08-ntk-base: the NTK-aware base for d = 128, s = 8 (original base 10000)."""
+    return ntk_base_feedback(answer, NTK_DIM, NTK_FACTOR)
+
+
+def ntk_base_feedback(answer: Any, d: int, s: float) -> Feedback:
+    """Is ``answer`` the NTK-aware base ``10000 * s ** (d / (d - 2))``? (Also used by chapter 13.)"""
     value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
-    d, s = NTK_DIM, NTK_FACTOR
     target = _BASE * s ** (d / (d - 2))
     if math.isclose(value, target, rel_tol=1e-6):
         return right(f"with base {target:,.1f} the fastest pair keeps its speed and the slowest turns {s} times slower.")

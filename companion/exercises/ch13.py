@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from companion.exercises._answers import as_number
+from companion.exercises.ch08 import ntk_base_feedback
 from companion.exercises._feedback import Feedback, right, wrong
 
 __all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x"]
@@ -80,23 +81,7 @@ def check_tiny_yarn_gamma(answer: Any) -> Feedback:
 
 def check_ntk_base_head16(answer: Any) -> Feedback:
     """Exercise ch13-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base 10000)."""
-    value = as_number(answer)
-    if isinstance(value, str):
-        return wrong(value)
-    d, s = HEAD_DIM, NTK_FACTOR
-    target = _BASE * s ** (d / (d - 2))
-    if math.isclose(value, target, rel_tol=1e-6):
-        return right(f"Base {target:,.1f}: the fastest pair keeps its speed, the slowest turns {s} times slower.")
-    if math.isclose(value, _BASE * s, rel_tol=1e-6):
-        return wrong("multiplying the base by s slows the slowest pair by less than s: its speed is the base "
-                     "to the power -(d - 2)/d, not -1. Which power of s makes the slowdown exactly s?")
-    if math.isclose(value, _BASE * s ** ((d - 2) / d), rel_tol=1e-6):
-        return wrong("the exponent is upside down: the slowest pair raises the base to the power (d - 2)/d, "
-                     "so the factor on the base must undo that power.")
-    if value <= _BASE:
-        return wrong("to slow the rotations down the base has to grow, not shrink.")
-    return wrong("choose the new base so that the slowest pair, i = d/2 - 1, turns exactly s times slower; "
-                 "its speed is base ** (-(d - 2) / d).")
+    return ntk_base_feedback(answer, HEAD_DIM, NTK_FACTOR)
 
 
 def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
