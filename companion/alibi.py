@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from companion import _checks
+from companion.attention import aligned_positions
 
 
 def _power_of_two_slopes(n: int) -> list[float]:
@@ -40,12 +41,6 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     return np.array(slopes, dtype=np.float64)
 
 
-def _positions(q_len: int, k_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Query and key positions, the last query aligned with the last key."""
-    keys = torch.arange(k_len, dtype=torch.float64)
-    queries = torch.arange(k_len - q_len, k_len, dtype=torch.float64)
-    return queries, keys
-
 
 def alibi_bias(num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True) -> torch.Tensor:
     """The ``(h, q, k)`` bias ``-m_h * (i - j)`` (causal) or ``-m_h * |i - j|`` (not causal).
@@ -57,15 +52,11 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int | None = None, *, causal: 
     Returns:
         float64 tensor ``(num_heads, q_len, k_len)``.
     """
-    q_len = _checks.positive_int("q_len", q_len)
-    k_len = q_len if k_len is None else _checks.positive_int("k_len", k_len)
-    if k_len < q_len:
-        raise ValueError(f"k_len={k_len} must be at least q_len={q_len}")
+    queries, keys = aligned_positions(q_len, q_len if k_len is None else k_len)
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}")
     m = torch.from_numpy(alibi_slopes(num_heads))[:, None, None]  # (h, 1, 1)
-    queries, keys = _positions(q_len, k_len)
-    distance = queries[:, None] - keys[None, :]  # (q, k), i - j
+    distance = (queries[:, None] - keys[None, :]).to(torch.float64)  # (q, k), i - j
     return -m * (distance if causal else distance.abs())
 
 

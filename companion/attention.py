@@ -25,6 +25,24 @@ ScoreBias = Callable[[int, int], torch.Tensor]
 QKTransform = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
+def aligned_positions(q_len: int, k_len: int, *, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positions of ``q_len`` queries and ``k_len`` keys, the last query aligned with the last key.
+
+    Keys are ``0 .. k_len - 1`` and queries ``k_len - q_len .. k_len - 1`` (the newest tokens,
+    as when queries are computed for the end of a cached sequence). The causal mask and every
+    relative scheme in the companion use this one convention.
+
+    Returns:
+        int64 tensors ``(q_len,)`` and ``(k_len,)``.
+    """
+    q_len = _checks.positive_int("q_len", q_len)
+    k_len = _checks.positive_int("k_len", k_len)
+    if k_len < q_len:
+        raise ValueError(f"k_len={k_len} must be at least q_len={q_len}")
+    keys = torch.arange(k_len, device=device)
+    return keys[k_len - q_len :], keys
+
+
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -66,8 +84,8 @@ def scaled_dot_product_attention(
             )
         scores = scores + bias
     if causal:
-        future = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).triu(k_len - q_len + 1)
-        scores = scores.masked_fill(future, float("-inf"))
+        queries, keys = aligned_positions(q_len, k_len, device=q.device)
+        scores = scores.masked_fill(keys[None, :] > queries[:, None], float("-inf"))  # the future
     weights = scores.softmax(dim=-1)
     return weights @ v, weights
 

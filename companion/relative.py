@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from companion import _checks
+from companion.attention import aligned_positions
 
 
 def _bucket_args(bidirectional: bool, num_buckets: int, max_distance: int) -> tuple[int, int, int]:
@@ -76,13 +77,8 @@ def clipped_relative_positions(q_len: int, k_len: int | None = None, *, max_dist
     Returns:
         int64 tensor ``(q_len, k_len)`` with values in ``[0, 2K]``.
     """
-    q_len = _checks.positive_int("q_len", q_len)
-    k_len = q_len if k_len is None else _checks.positive_int("k_len", k_len)
-    if k_len < q_len:
-        raise ValueError(f"k_len={k_len} must be at least q_len={q_len}")
+    queries, keys = aligned_positions(q_len, q_len if k_len is None else k_len)
     max_distance = _checks.positive_int("max_distance", max_distance)
-    keys = torch.arange(k_len)
-    queries = torch.arange(k_len - q_len, k_len)
     return (keys[None, :] - queries[:, None]).clamp(-max_distance, max_distance) + max_distance
 
 
@@ -105,10 +101,7 @@ class T5RelativeBias(nn.Module):
         self.bias = nn.Embedding(self.num_buckets, self.num_heads)
 
     def forward(self, q_len: int, k_len: int) -> torch.Tensor:
-        q_len = _checks.positive_int("q_len", q_len)
-        k_len = _checks.positive_int("k_len", k_len)
-        keys = torch.arange(k_len, device=self.bias.weight.device)
-        queries = keys[-1] - q_len + 1 + torch.arange(q_len, device=keys.device)
+        queries, keys = aligned_positions(q_len, k_len, device=self.bias.weight.device)
         buckets = t5_bucket(
             keys[None, :] - queries[:, None],  # (q, k): key - query
             bidirectional=self.bidirectional,

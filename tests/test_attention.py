@@ -167,3 +167,21 @@ def test_last_weights_are_detached_so_a_trained_layer_can_be_copied():
     attn(torch.randn(1, 3, 8)).sum().backward()
     assert not attn.last_weights.requires_grad
     copy.deepcopy(attn)
+
+
+def test_aligned_positions_is_the_one_convention_for_masks_and_biases():
+    from companion.alibi import alibi_bias
+    from companion.attention import aligned_positions
+    from companion.relative import clipped_relative_positions
+
+    queries, keys = aligned_positions(2, 5)
+    assert queries.tolist() == [3, 4] and keys.tolist() == [0, 1, 2, 3, 4]
+    # The causal mask hides exactly the keys after each aligned query ...
+    q = k = v = torch.zeros(1, 1, 5, 2)
+    _, weights = scaled_dot_product_attention(q[:, :, 3:], k, v, causal=True)
+    assert (weights[0, 0] > 0).tolist() == [[True] * 4 + [False], [True] * 5]
+    # ... and the relative schemes measure offsets from the same positions.
+    assert clipped_relative_positions(2, 5, max_distance=10)[0].tolist() == [10 - 3, 10 - 2, 10 - 1, 10, 11]
+    assert alibi_bias(1, 2, 5)[0, 0, 3].item() == 0.0
+    with pytest.raises(ValueError, match="k_len=1 must be at least q_len=2"):
+        aligned_positions(2, 1)
