@@ -27,9 +27,8 @@ import torch
 from torch import nn
 
 from companion import _checks
-from companion.sinusoidal import interleaved_to_halves
+from companion.sinusoidal import LAYOUTS, interleaved_to_halves
 
-LAYOUTS = ("interleaved", "halves")
 SCALING_TYPES = ("linear", "ntk", "yarn")
 
 
