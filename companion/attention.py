@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from companion import _checks
 
@@ -90,6 +91,45 @@ def scaled_dot_product_attention(
     return weights @ v, weights
 
 
+class KVCache:
+    """The keys and values one attention layer has seen so far, for decoding token by token.
+
+    Keys are stored as the layer computed them, *after* its ``qk_transform``: a rotary key is
+    rotated once, at its own position, and never again. Values are stored as they are.
+
+    Attributes:
+        k, v: ``(b, h, n, d)`` tensors of the ``n`` cached tokens, or None before the first.
+    """
+
+    def __init__(self):
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new tokens' ``(b, h, s, d)`` keys and values; return all of them."""
+        if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]):
+            raise ValueError(
+                f"new keys of shape {tuple(k.shape)} do not continue the cached {tuple(self.k.shape)}; "
+                "use the same batch, or a new cache"
+            )
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        return self.k, self.v
+
+
+def causal_mask(q_len: int, k_len: int, *, device=None) -> torch.Tensor:
+    """Additive ``(q, k)`` mask: 0 where query ``i`` may see key ``j``, ``-inf`` on the future.
+
+    Uses the alignment of :func:`aligned_positions` (the last query is the last key).
+    """
+    queries, keys = aligned_positions(q_len, k_len, device=device)
+    future = keys[None, :] > queries[:, None]
+    return torch.zeros(future.shape, device=device).masked_fill(future, float("-inf"))
+
+
 class MultiHeadSelfAttention(nn.Module):
     """Multi-head self-attention; position information only through the two hooks.
 
@@ -98,11 +138,18 @@ class MultiHeadSelfAttention(nn.Module):
         num_heads: number of heads ``h``; must divide ``dim``.
         score_bias: optional callable ``(q_len, k_len) -> bias`` broadcastable to
             ``(h, q, k)``; if it is an ``nn.Module`` its parameters are trained with this one.
-        qk_transform: optional callable ``(q, k) -> (q, k)`` on ``(b, h, s, d)`` tensors.
+        qk_transform: optional callable ``(q, k) -> (q, k)`` on ``(b, h, s, d)`` tensors;
+            called as ``qk_transform(q, k, positions)`` when ``forward`` gets ``positions``.
+        keep_weights: if True (the default), attention is computed step by step and
+            ``last_weights`` holds the ``(b, h, q, k)`` weights of the last call (detached
+            from the autograd graph), for plotting. If False, the fused
+            ``torch.nn.functional.scaled_dot_product_attention`` computes the same output
+            faster and ``last_weights`` stays None; models use it for training.
 
-    ``forward(x, *, causal=False, attn_bias=None)`` takes ``x`` of shape ``(b, s, D)`` and
-    returns ``(b, s, D)``; after a call, ``last_weights`` holds the ``(b, h, s, s)`` weights
-    (detached from the autograd graph).
+    ``forward(x, *, causal=False, attn_bias=None, positions=None, cache=None)`` takes ``x``
+    of shape ``(b, s, D)`` and returns ``(b, s, D)``. ``positions`` (int64 ``(s,)``) are
+    passed on to ``qk_transform``; with a :class:`KVCache` the new keys and values are
+    appended to it and the queries attend to every cached key too.
     """
 
     def __init__(
@@ -112,6 +159,7 @@ class MultiHeadSelfAttention(nn.Module):
         *,
         score_bias: ScoreBias | None = None,
         qk_transform: QKTransform | None = None,
+        keep_weights: bool = True,
     ):
         super().__init__()
         self.dim = _checks.positive_int("dim", dim)
@@ -126,6 +174,9 @@ class MultiHeadSelfAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.score_bias = score_bias
         self.qk_transform = qk_transform
+        if not isinstance(keep_weights, bool):
+            raise TypeError(f"keep_weights must be True or False, got {keep_weights!r}")
+        self.keep_weights = keep_weights
         self.last_weights: torch.Tensor | None = None
 
     def _split_heads(self, t: torch.Tensor) -> torch.Tensor:
@@ -133,7 +184,13 @@ class MultiHeadSelfAttention(nn.Module):
         return t.view(b, s, self.num_heads, self.head_dim).transpose(1, 2)  # (b, h, s, d)
 
     def forward(
-        self, x: torch.Tensor, *, causal: bool = False, attn_bias: torch.Tensor | None = None
+        self,
+        x: torch.Tensor,
+        *,
+        causal: bool = False,
+        attn_bias: torch.Tensor | None = None,
+        positions: torch.Tensor | None = None,
+        cache: KVCache | None = None,
     ) -> torch.Tensor:
         _checks.tensor("x", x, ndim=3, shape="(batch, seq, dim)")
         if x.shape[-1] != self.dim:
@@ -141,10 +198,33 @@ class MultiHeadSelfAttention(nn.Module):
         b, s, _ = x.shape
         q, k, v = (self._split_heads(t) for t in self.qkv(x).chunk(3, dim=-1))
         if self.qk_transform is not None:
-            q, k = self.qk_transform(q, k)
-        bias = None if self.score_bias is None else self.score_bias(s, s)
+            q, k = self.qk_transform(q, k) if positions is None else self.qk_transform(q, k, positions)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (b, h, k, d): every token so far
+        q_len, k_len = s, k.shape[-2]
+        bias = None if self.score_bias is None else self.score_bias(q_len, k_len)
         if attn_bias is not None:
             bias = attn_bias if bias is None else bias + attn_bias
-        out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
-        self.last_weights = weights.detach()  # for inspection; keeping the graph would pin memory
+        if self.keep_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, bias=bias, causal=causal)
+            self.last_weights = weights.detach()  # for inspection; keeping the graph would pin memory
+        else:
+            out = self._fused(q, k, v, bias, causal)
         return self.out(out.transpose(1, 2).reshape(b, s, self.dim))  # (b, s, D)
+
+    @staticmethod
+    def _fused(q, k, v, bias, causal) -> torch.Tensor:
+        """The same ``(b, h, q, d)`` output from PyTorch's fused kernel."""
+        q_len, k_len = q.shape[-2], k.shape[-2]
+        if bias is not None:
+            if not isinstance(bias, torch.Tensor):
+                raise TypeError(f"bias must be a torch.Tensor, got {type(bias).__name__}")
+            if bias.shape[-1] != k_len or bias.shape[-2] not in (1, q_len):
+                raise ValueError(f"bias must end in (q, k) = ({q_len}, {k_len}) or (1, {k_len}), got {tuple(bias.shape)}")
+            bias = bias.to(q.dtype)
+        if causal and q_len > 1:
+            if bias is None and q_len == k_len:
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            mask = causal_mask(q_len, k_len, device=q.device).to(q.dtype)
+            bias = mask if bias is None else bias + mask
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)

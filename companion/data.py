@@ -97,6 +97,39 @@ class MarkovChain:
                 floors.append(self._joint_entropy(t + 1) - self._joint_entropy(t))
         return np.array(floors)
 
+    def log_loss(self, tokens) -> np.ndarray:
+        """The chain's own loss on given sequences: ``-log P(x_t | x_0 .. x_{t-1})``, in nats.
+
+        This is what the best possible predictor scores on these very tokens: its mean over
+        many sequences is :meth:`optimal_loss_by_position`. Tokens ``t < k`` are predicted
+        from the stationary distribution of the first tokens, as :meth:`sample` starts them.
+
+        Args:
+            tokens: integer ``(n, s)`` array (or tensor) of token ids, ``s >= 2``.
+
+        Returns:
+            float64 ``(n, s - 1)``: entry ``[i, t - 1]`` is the loss of token ``t`` of row ``i``.
+        """
+        tokens = np.asarray(tokens.cpu() if hasattr(tokens, "cpu") else tokens)
+        if tokens.ndim != 2 or tokens.shape[1] < 2:
+            raise ValueError(f"tokens must have shape (num_sequences, length >= 2), got {tokens.shape}")
+        if tokens.dtype.kind not in "iu":
+            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        v, k = self.vocab_size, self.order
+        if tokens.min() < 0 or tokens.max() >= v:
+            raise ValueError(f"token ids must be in [0, {v}), got values in [{tokens.min()}, {tokens.max()}]")
+        n, s = tokens.shape
+        out = np.empty((n, s - 1))
+        for t in range(1, min(k, s)):  # fewer than k previous tokens: use the stationary marginals
+            first = self.stationary.reshape((v,) * k).sum(axis=tuple(range(t + 1, k)))  # P(x_0 .. x_t)
+            joint = first[tuple(tokens[:, : t + 1].T)]
+            out[:, t - 1] = -np.log(joint / first.sum(axis=-1)[tuple(tokens[:, :t].T)])
+        if s > k:
+            windows = np.lib.stride_tricks.sliding_window_view(tokens, k, axis=1)[:, : s - k]  # (n, s-k, k)
+            context = windows @ (v ** np.arange(k - 1, -1, -1))
+            out[:, k - 1 :] = -np.log(self.transitions[context, tokens[:, k:]])
+        return out
+
     def _joint_entropy(self, n: int) -> float:
         """Entropy of the first ``n <= k`` tokens of a stationary sequence."""
         v, k = self.vocab_size, self.order

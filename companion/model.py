@@ -3,8 +3,10 @@
 Notation: ``b`` batch, ``s`` sequence, ``D`` model width, ``V`` vocabulary.
 
 The schemes come from the companion's own modules: absolute tables are added to (or
-concatenated with) the token embeddings; T5 bias and ALiBi are ``score_bias`` hooks of
-the attention; RoPE is its ``qk_transform`` hook. ``"none"`` relies on the causal mask alone.
+concatenated with) the token embeddings; T5 bias and ALiBi become one ``(h, q, k)`` bias,
+computed once per forward and passed to every layer's attention with the causal mask in
+it; RoPE is the attention's ``qk_transform`` hook. ``"none"`` relies on the causal mask
+alone. Attention runs in PyTorch's fused kernel (``keep_weights=False``).
 """
 
 from __future__ import annotations
@@ -16,10 +18,10 @@ import torch
 from torch import nn
 
 from companion import _checks
-from companion.alibi import ALiBi
-from companion.attention import MultiHeadSelfAttention
+from companion.alibi import alibi_slopes
+from companion.attention import KVCache, MultiHeadSelfAttention, aligned_positions, causal_mask
 from companion.learned import LearnedPositionalEmbedding
-from companion.relative import T5RelativeBias
+from companion.relative import T5RelativeBias, _bucket_args
 from companion.rope import RotaryEmbedding
 from companion.sinusoidal import SinusoidalPositionalEncoding
 
@@ -43,6 +45,14 @@ class ModelConfig:
     scale_embedding: bool = True
     dropout: float = 0.0
     mlp_ratio: int = 4
+    rope_base: float = 10000.0
+    # Standard deviation of a learned table's initial rows (BERT's 0.02).
+    learned_init_std: float = 0.02
+    # T5 as in the paper's proportions: 32 buckets up to offset 128, trained at L = 512, so
+    # every bucket gets a gradient. At the lab's L = 32, 16 causal buckets up to offset 16
+    # do the same (offsets 16..31 train the last bucket).
+    t5_num_buckets: int = 16
+    t5_max_distance: int = 16
 
     def __post_init__(self):
         _checks.positive_int("vocab_size", self.vocab_size)
@@ -54,6 +64,8 @@ class ModelConfig:
         _checks.probability("dropout", self.dropout)
         _checks.choice("position", self.position, SCHEMES)
         _checks.choice("combine", self.combine, ("add", "concat"))
+        _checks.base("rope_base", self.rope_base)
+        _bucket_args(False, self.t5_num_buckets, self.t5_max_distance)
         if self.dim % self.num_heads:
             raise ValueError(f"num_heads={self.num_heads} must divide dim={self.dim}")
         if self.position == "rope" and (self.dim // self.num_heads) % 2:
@@ -68,41 +80,39 @@ class ModelConfig:
             _checks.even_int("dim (sinusoidal tables come in sin/cos pairs)", self.dim)
 
 
-class _Concat(nn.Module):
-    """``[x, table[:s]]``: appends position features to token features."""
-
-    def __init__(self, table: nn.Module, dim: int):
-        super().__init__()
-        self.table, self.dim = table, dim
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, s, _ = x.shape
-        zeros = x.new_zeros(b, s, self.dim)
-        return torch.cat([x, self.table(zeros)], dim=-1)  # table(0) is the table itself
+def _dropout(p: float) -> nn.Module:
+    # nn.Dropout(0.0) still runs a kernel in training mode; skip it.
+    return nn.Dropout(p) if p > 0 else nn.Identity()
 
 
 class Block(nn.Module):
     """Pre-norm block: ``x + attn(norm(x))``, then ``x + mlp(norm(x))``."""
 
-    def __init__(self, config: ModelConfig, score_bias=None, qk_transform=None):
+    def __init__(self, config: ModelConfig, qk_transform=None):
         super().__init__()
         self.norm1 = nn.LayerNorm(config.dim)
-        self.attn = MultiHeadSelfAttention(config.dim, config.num_heads, score_bias=score_bias, qk_transform=qk_transform)
+        self.attn = MultiHeadSelfAttention(config.dim, config.num_heads, qk_transform=qk_transform, keep_weights=False)
         self.norm2 = nn.LayerNorm(config.dim)
         self.mlp = nn.Sequential(
             nn.Linear(config.dim, config.mlp_ratio * config.dim),
             nn.GELU(),
             nn.Linear(config.mlp_ratio * config.dim, config.dim),
         )
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = _dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.dropout(self.attn(self.norm1(x), causal=True))
+    def forward(self, x: torch.Tensor, *, bias=None, positions=None, cache: KVCache | None = None) -> torch.Tensor:
+        attended = self.attn(self.norm1(x), causal=bias is None, attn_bias=bias, positions=positions, cache=cache)
+        x = x + self.dropout(attended)
         return x + self.dropout(self.mlp(self.norm2(x)))
 
 
 class TinyDecoder(nn.Module):
-    """A causal language model: ``forward(tokens (b, s)) -> logits (b, s, V)``."""
+    """A causal language model: ``forward(tokens (b, s), *, cache=None) -> logits (b, s, V)``.
+
+    Decoding with a cache: ``cache = model.new_cache()``, then each call
+    ``model(new_tokens, cache=cache)`` returns the logits of the new tokens only; their
+    positions continue from the number of tokens the cache holds (see :class:`KVCache`).
+    """
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -114,13 +124,17 @@ class TinyDecoder(nn.Module):
         nn.init.normal_(self.token.weight, std=token_dim**-0.5)
         self.embed_scale = math.sqrt(token_dim) if config.scale_embedding else 1.0
         self.position = self._absolute_positions(config)
-        self.embed_dropout = nn.Dropout(config.dropout)
-        # T5 shares one learned bias across layers; ALiBi and RoPE have no parameters.
-        score_bias = {"t5": lambda: T5RelativeBias(config.num_heads, bidirectional=False),
-                      "alibi": lambda: ALiBi(config.num_heads)}.get(config.position, lambda: None)()
-        self.blocks = nn.ModuleList(
-            Block(config, score_bias=score_bias, qk_transform=self._rotary(config)) for _ in range(config.num_layers)
-        )
+        self.embed_dropout = _dropout(config.dropout)
+        # T5's learned bias is computed once per forward and shared by every layer, as in T5;
+        # ALiBi's slopes are fixed. Both become one (h, q, k) bias with the causal mask in it.
+        self.relative = None
+        if config.position == "t5":
+            self.relative = T5RelativeBias(config.num_heads, bidirectional=False, num_buckets=config.t5_num_buckets,
+                                           max_distance=config.t5_max_distance)
+        if config.position == "alibi":
+            self.register_buffer("alibi_slopes", torch.from_numpy(alibi_slopes(config.num_heads)).float(),
+                                 persistent=False)
+        self.blocks = nn.ModuleList(Block(config, qk_transform=self._rotary(config)) for _ in range(config.num_layers))
         self.norm = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.vocab_size)
 
@@ -129,32 +143,77 @@ class TinyDecoder(nn.Module):
         if config.position not in ABSOLUTE:
             return None
         width = config.position_dim if config.combine == "concat" else config.dim
-        table = (SinusoidalPositionalEncoding(config.max_len, width) if config.position == "sinusoidal"
-                 else LearnedPositionalEmbedding(config.max_len, width))
-        return _Concat(table, width) if config.combine == "concat" else table
+        if config.position == "sinusoidal":
+            return SinusoidalPositionalEncoding(config.max_len, width)
+        return LearnedPositionalEmbedding(config.max_len, width, init_std=config.learned_init_std)
 
     @staticmethod
     def _rotary(config: ModelConfig, **kwargs) -> RotaryEmbedding | None:
-        return RotaryEmbedding(config.dim // config.num_heads, **kwargs) if config.position == "rope" else None
+        if config.position != "rope":
+            return None
+        return RotaryEmbedding(config.dim // config.num_heads, base=config.rope_base, **kwargs)
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.weight.device
 
     def set_rope_scaling(self, scaling: dict | None, *, attention_scale: float = 1.0) -> None:
-        """Change how RoPE stretches (see :func:`companion.rope.rope_frequencies`); weights are kept."""
+        """Change how RoPE stretches (see :func:`companion.rope.rope_frequencies`); weights are kept.
+
+        Keys already in a :class:`KVCache` stay rotated the old way: start a new cache.
+        """
         if self.config.position != "rope":
             raise ValueError(f"set_rope_scaling needs a rope model, this one uses {self.config.position!r}")
         for block in self.blocks:
-            block.attn.qk_transform = self._rotary(self.config, scaling=scaling, attention_scale=attention_scale)
+            rotary = self._rotary(self.config, scaling=scaling, attention_scale=attention_scale)
+            block.attn.qk_transform = rotary.to(self.device)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def new_cache(self) -> list[KVCache]:
+        """An empty cache for decoding: one :class:`KVCache` per layer."""
+        return [KVCache() for _ in self.blocks]
+
+    def _add_positions(self, x: torch.Tensor, start: int) -> torch.Tensor:
+        """Add (or append) the table's rows ``start .. start + s - 1`` to ``x (b, s, *)``."""
+        table = self.position.table  # (max_len, width)
+        end = start + x.shape[1]
+        if end > table.shape[0]:
+            raise ValueError(
+                f"positions up to {end - 1} need a table of {end} rows, but max_len={table.shape[0]}; "
+                "build the model with a larger max_len (a learned table has no rows it never trained)"
+            )
+        rows = table[start:end].to(x.dtype)  # (s, width)
+        if self.config.combine == "concat":
+            return torch.cat([x, rows.expand(x.shape[0], -1, -1)], dim=-1)
+        return x + rows
+
+    def _attention_bias(self, q_len: int, k_len: int) -> torch.Tensor | None:
+        """T5 or ALiBi ``(h, q, k)`` bias plus the causal mask; None for the other schemes."""
+        if self.config.position not in ("t5", "alibi"):
+            return None
+        if self.config.position == "alibi":
+            queries, keys = aligned_positions(q_len, k_len, device=self.device)
+            bias = -self.alibi_slopes[:, None, None] * (queries[:, None] - keys[None, :])  # (h, q, k)
+        else:
+            bias = self.relative(q_len, k_len)
+        return bias + causal_mask(q_len, k_len, device=self.device)
+
+    def forward(self, tokens: torch.Tensor, *, cache: list[KVCache] | None = None) -> torch.Tensor:
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2:
             raise ValueError(f"tokens must be a (batch, seq) tensor of ids, got {getattr(tokens, 'shape', tokens)!r}")
         if tokens.is_floating_point():
             raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        if cache is not None and (not isinstance(cache, list) or len(cache) != len(self.blocks)):
+            raise TypeError("cache must come from model.new_cache()")
+        start = 0 if cache is None else len(cache[0])  # tokens already seen
+        s = tokens.shape[1]
         x = self.token(tokens) * self.embed_scale  # (b, s, D) or (b, s, D - position_dim)
         if self.position is not None:
-            x = self.position(x)
+            x = self._add_positions(x, start)
         x = self.embed_dropout(x)
-        for block in self.blocks:
-            x = block(x)
+        bias = self._attention_bias(s, start + s)
+        positions = None if cache is None else torch.arange(start, start + s, device=tokens.device)
+        for i, block in enumerate(self.blocks):
+            x = block(x, bias=bias, positions=positions, cache=None if cache is None else cache[i])
         return self.head(self.norm(x))  # (b, s, V)
 
     def num_parameters(self) -> int:

@@ -2,7 +2,12 @@
 
 Training data are fresh samples of a :class:`~companion.data.MarkovChain`; evaluation reports
 the mean loss (nats per predicted token) by evaluation length, on non-overlapping chunks
-as in Press et al. (2022), and the loss at each position of a window.
+as in Press et al. (2022) or with a sliding window (their Appendix B), and the loss at each
+position of a window, also as an excess over the chain's own log-loss on the same tokens.
+
+Everything runs on one CPU thread by default, so results do not depend on the number of
+cores; pass ``device="cuda"`` to train and evaluate on a GPU (results then differ in the
+last bits from the CPU's, as any two kinds of processor do).
 """
 
 from __future__ import annotations
@@ -62,8 +67,33 @@ def next_token_loss(model: TinyDecoder, tokens: torch.Tensor, *, reduction: str 
     ``reduction="none"`` returns ``(b, s - 1)``.
     """
     logits = model(tokens[:, :-1])  # (b, s-1, V)
-    loss = F.cross_entropy(logits.transpose(1, 2), tokens[:, 1:], reduction="none")  # (b, s-1)
-    return loss.mean() if reduction == "mean" else loss
+    targets = tokens[:, 1:]
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction=reduction)
+    return loss if reduction == "mean" else loss.view(targets.shape)
+
+
+def training_step(model: TinyDecoder, optimizer: torch.optim.Optimizer, tokens: torch.Tensor) -> float:
+    """One step on a ``(b, s)`` batch: forward, backward, update. Returns the loss."""
+    loss = next_token_loss(model, tokens)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.item()
+
+
+def make_optimizer(model: TinyDecoder, lr: float) -> torch.optim.Optimizer:
+    """AdamW without weight decay, in its fused form (one kernel for all parameters)."""
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True)
+
+
+def _device(device) -> torch.device:
+    try:
+        device = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be a torch device such as 'cpu' or 'cuda', got {device!r}") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for, but this PyTorch sees no CUDA GPU; use device='cpu'")
+    return device
 
 
 def _show_progress(progress: bool | None) -> bool:
@@ -78,27 +108,34 @@ def train(
     *,
     model: TinyDecoder | None = None,
     progress: bool | None = None,
+    device=None,
 ) -> tuple[TinyDecoder, list[float]]:
     """Train a new model (or continue training ``model``) and return it with its loss per step.
 
     The seed is set before the model is built, so the same configs give the same model,
-    bit for bit, on the same machine and thread count.
+    bit for bit, on the same machine and thread count. ``device`` (default: ``model``'s
+    device, else the CPU) is where the model is built or moved and trained.
     """
     if not isinstance(source, MarkovChain):
         raise TypeError(f"source must be a MarkovChain, got {type(source).__name__}")
     if source.vocab_size != model_config.vocab_size:
         raise ValueError(f"the source has {source.vocab_size} tokens but the model's vocab_size is {model_config.vocab_size}")
+    if model is not None and not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder or None, got {type(model).__name__}")
+    if device is None and model is not None:
+        device = model.device
     with one_thread():
-        return _train(model_config, train_config, source, model, progress)
+        return _train(model_config, train_config, source, model, progress, _device(device))
 
 
-def _train(model_config, train_config, source, model, progress):
+def _train(model_config, train_config, source, model, progress, device):
     torch.manual_seed(train_config.seed)
     if model is None:
         model = TinyDecoder(model_config)
+    model.to(device)
     data = source.sample(train_config.steps * train_config.batch_size, train_config.seq_len, seed=train_config.seed + 1)
     batches = torch.from_numpy(data).view(train_config.steps, train_config.batch_size, train_config.seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=train_config.lr, weight_decay=0.0)
+    optimizer = make_optimizer(model, train_config.lr)
     warmup = max(train_config.warmup, 1)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
     steps = range(train_config.steps)
@@ -109,55 +146,92 @@ def _train(model_config, train_config, source, model, progress):
     history = []
     model.train()
     for step in steps:
-        loss = next_token_loss(model, batches[step])
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        history.append(training_step(model, optimizer, batches[step].to(device)))
         schedule.step()
-        history.append(loss.item())
     model.eval()
     return model, history
 
 
+def _model_device(model) -> torch.device:
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
+    return model.device
+
+
 @torch.no_grad()
-def loss_by_position(model: TinyDecoder, source: MarkovChain, length: int, *, num_sequences: int = 256, seed: int = 10_000) -> np.ndarray:
+def _losses(model: TinyDecoder, tokens: torch.Tensor, batch: int = 64) -> torch.Tensor:
+    """Per-token losses ``(n, s - 1)`` of ``(n, s)`` windows, in eval mode, float64."""
+    model.eval()
+    device = model.device
+    with one_thread():
+        parts = [next_token_loss(model, part.to(device), reduction="none") for part in tokens.split(batch)]
+    return torch.cat(parts).double().cpu()
+
+
+def loss_by_position(model: TinyDecoder, source: MarkovChain, length: int, *, num_sequences: int = 256,
+                     seed: int = 10_000, excess: bool = False) -> np.ndarray:
     """Mean loss at each position of a window of ``length`` tokens.
+
+    With ``excess=True``, the chain's own loss on the same tokens
+    (:meth:`~companion.data.MarkovChain.log_loss`) is subtracted first: what remains is
+    the model's excess over the best possible predictor, without the sampling noise of the
+    windows (which tokens happened to be easy is the same for both).
 
     Returns:
         float64 ``(length - 1,)``: entry ``t - 1`` is the loss of predicting token ``t``.
     """
+    _model_device(model)
     length = _checks.positive_int("length", length)
     if length < 2:
         raise ValueError(f"length must be at least 2, got {length}")
-    tokens = torch.from_numpy(source.sample(_checks.positive_int("num_sequences", num_sequences), length, seed=seed))
-    model.eval()
-    with one_thread():
-        return next_token_loss(model, tokens, reduction="none").double().mean(dim=0).numpy()
+    sample = source.sample(_checks.positive_int("num_sequences", num_sequences), length, seed=seed)
+    losses = _losses(model, torch.from_numpy(sample)).numpy()
+    if excess:
+        losses = losses - source.log_loss(sample)
+    return losses.mean(axis=0)
 
 
-@torch.no_grad()
-def evaluate(model: TinyDecoder, source: MarkovChain, eval_lens, *, num_tokens: int = 16_384, seed: int = 10_000) -> dict[int, float]:
-    """Mean loss per evaluation length, on non-overlapping chunks of one long sample.
+def _chain(source: MarkovChain, windows: torch.Tensor, excess: bool) -> torch.Tensor | float:
+    return torch.from_numpy(source.log_loss(windows.numpy())) if excess else 0.0
 
-    For each length ``L`` the same stream of ``num_tokens`` tokens is cut into chunks of
-    ``L``; each chunk is a separate input, so its first tokens have little context.
+
+def evaluate(model: TinyDecoder, source: MarkovChain, eval_lens, *, num_tokens: int = 16_384, seed: int = 10_000,
+             stride: int | None = None, excess: bool = False) -> dict[int, float]:
+    """Mean loss per evaluation length, on chunks of one long sample (in eval mode).
+
+    ``stride=None``: the stream of ``num_tokens`` tokens is cut into non-overlapping chunks
+    of ``L``; each chunk is a separate input, so its first tokens have little context.
+    ``stride=S`` (``1 <= S <= L``): windows of ``L`` tokens start every ``S`` tokens and
+    each scores only its last ``S`` predictions, which have at least ``L - S`` tokens of
+    context (the first window scores all of its own), as in Press et al.'s Appendix B.
+    ``excess=True`` subtracts the chain's own loss on the same tokens (see
+    :func:`loss_by_position`), so that 0 is the best possible and sampling noise cancels.
 
     Returns:
         ``{L: mean loss in nats per predicted token}``.
     """
-    stream = source.sample(1, _checks.positive_int("num_tokens", num_tokens), seed=seed)[0]
+    _model_device(model)
+    stream = torch.from_numpy(source.sample(1, _checks.positive_int("num_tokens", num_tokens), seed=seed)[0])
     result = {}
     for length in eval_lens:
         length = _checks.positive_int("eval length", length)
         if length < 2 or length > num_tokens:
             raise ValueError(f"eval length must be in [2, num_tokens={num_tokens}], got {length}")
-        chunks = torch.from_numpy(stream[: (num_tokens // length) * length].reshape(-1, length))
-        with one_thread():
-            losses = [next_token_loss(model, batch, reduction="none") for batch in chunks.split(64)]
-        result[length] = torch.cat(losses).double().mean().item()
+        if stride is None:
+            chunks = stream[: (num_tokens // length) * length].reshape(-1, length)
+            losses = _losses(model, chunks)
+            result[length] = (losses - _chain(source, chunks, excess)).mean().item()
+            continue
+        step = _checks.positive_int("stride", stride)
+        if step > length:
+            raise ValueError(f"stride must be at most the evaluation length {length}, got {step}")
+        windows = stream.unfold(0, length, step)  # (n, L): window i starts at i * S
+        losses = _losses(model, windows) - _chain(source, windows, excess)
+        scored = torch.cat([losses[0], losses[1:, -step:].reshape(-1)])
+        result[length] = scored.mean().item()
     return result
 
 
 def floor_by_length(source: MarkovChain, eval_lens) -> dict[int, float]:
-    """The best achievable value of :func:`evaluate` for each length (same chunking)."""
-    return {L: float(source.optimal_loss_by_position(L).mean()) for L in eval_lens}
+    """The best achievable value of :func:`evaluate` for each length (non-overlapping chunks)."""
+    return {L: float(source.optimal_loss_by_position(_checks.positive_int("eval length", L)).mean()) for L in eval_lens}

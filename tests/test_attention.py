@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from companion.attention import MultiHeadSelfAttention, scaled_dot_product_attention
+from companion.attention import KVCache, causal_mask, MultiHeadSelfAttention, scaled_dot_product_attention
 
 
 def reference_attention(q, k, v, bias=None, causal=False):
@@ -185,3 +185,39 @@ def test_aligned_positions_is_the_one_convention_for_masks_and_biases():
     assert alibi_bias(1, 2, 5)[0, 0, 3].item() == 0.0
     with pytest.raises(ValueError, match="k_len=1 must be at least q_len=2"):
         aligned_positions(2, 1)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("bias_shape", [None, (2, 5, 9), (2, 1, 9)])
+def test_fused_path_equals_the_step_by_step_one(causal, bias_shape):
+    torch.manual_seed(0)
+    slow = MultiHeadSelfAttention(8, 2).double()
+    fast = MultiHeadSelfAttention(8, 2, keep_weights=False).double()
+    fast.load_state_dict(slow.state_dict())
+    past, x = torch.randn(3, 4, 8, dtype=torch.float64), torch.randn(3, 5, 8, dtype=torch.float64)
+    bias = None if bias_shape is None else torch.randn(bias_shape, dtype=torch.float64)
+    outputs = []
+    for layer in (slow, fast):
+        cache = KVCache()
+        layer(past, cache=cache, causal=causal)  # 4 keys already seen: 5 queries, 9 keys
+        outputs.append(layer(x, cache=cache, causal=causal, attn_bias=bias))
+    torch.testing.assert_close(outputs[1], outputs[0], rtol=0, atol=1e-12)
+    assert fast.last_weights is None and slow.last_weights.shape == (3, 2, 5, 9)
+
+
+def test_causal_mask_aligns_the_last_query_with_the_last_key():
+    mask = causal_mask(2, 4)
+    expected = torch.tensor([[0.0, 0.0, 0.0, float("-inf")], [0.0, 0.0, 0.0, 0.0]])
+    torch.testing.assert_close(mask, expected)
+
+
+def test_kv_cache_appends_and_refuses_another_batch():
+    cache = KVCache()
+    assert len(cache) == 0
+    k, v = cache.append(torch.zeros(2, 3, 4, 5), torch.ones(2, 3, 4, 5))
+    k, v = cache.append(torch.ones(2, 3, 1, 5), torch.ones(2, 3, 1, 5))
+    assert len(cache) == 5 and k.shape == (2, 3, 5, 5) and k[:, :, -1].eq(1).all() and k[:, :, :4].eq(0).all()
+    with pytest.raises(ValueError, match="use the same batch, or a new cache"):
+        cache.append(torch.zeros(1, 3, 1, 5), torch.zeros(1, 3, 1, 5))
+    with pytest.raises(TypeError, match="keep_weights must be True or False"):
+        MultiHeadSelfAttention(8, 2, keep_weights=1)

@@ -71,3 +71,42 @@ def test_sampling_is_seeded():
 def test_bad_arguments(make, error, words):
     with pytest.raises(error, match=words):
         make()
+
+
+def _reference_log_loss(chain, row):
+    """-log P(x_t | x_<t), by enumerating every sequence's probability (tiny chains only)."""
+    import itertools
+
+    v, k = chain.vocab_size, chain.order
+
+    def prob(prefix):  # P(x_0 .. x_{n-1} = prefix) for a stationary start
+        if len(prefix) < k:
+            return sum(prob(list(prefix) + list(rest)) for rest in itertools.product(range(v), repeat=k - len(prefix)))
+        context = sum(t * v ** (k - 1 - j) for j, t in enumerate(prefix[:k]))
+        p = chain.stationary[context]
+        for t in range(k, len(prefix)):
+            context = sum(x * v ** (k - 1 - j) for j, x in enumerate(prefix[t - k : t]))
+            p *= chain.transitions[context, prefix[t]]
+        return p
+
+    return np.array([-np.log(prob(row[: t + 1]) / prob(row[:t])) for t in range(1, len(row))])
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_log_loss_is_the_chains_own_conditional_loss(order):
+    chain = MarkovChain(3, order, seed=5)
+    tokens = chain.sample(4, 6, seed=1)
+    expected = np.stack([_reference_log_loss(chain, list(row)) for row in tokens])
+    np.testing.assert_allclose(chain.log_loss(tokens), expected, rtol=1e-12)
+
+
+def test_log_loss_averages_to_the_floor_and_refuses_bad_tokens():
+    chain = MarkovChain(5, 2, seed=1)
+    mean = chain.log_loss(chain.sample(20_000, 6, seed=3)).mean(axis=0)
+    np.testing.assert_allclose(mean, chain.optimal_loss_by_position(6), atol=0.02)
+    with pytest.raises(ValueError, match="token ids must be in"):
+        chain.log_loss(np.array([[0, 5, 1]]))
+    with pytest.raises(ValueError, match="length >= 2"):
+        chain.log_loss(np.array([0, 1, 2]))
+    with pytest.raises(TypeError, match="integer ids"):
+        chain.log_loss(np.zeros((2, 3)))

@@ -3,7 +3,64 @@
 import pytest
 import torch
 
+from companion.alibi import alibi_bias
+from companion.attention import causal_mask
 from companion.model import SCHEMES, ModelConfig, TinyDecoder
+from companion.relative import T5RelativeBias
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_cached_decoding_equals_the_full_forward(scheme):
+    torch.manual_seed(0)
+    model = TinyDecoder(ModelConfig(vocab_size=7, dim=32, position=scheme, max_len=64)).eval()
+    tokens = torch.randint(0, 7, (2, 21))
+    with torch.no_grad():
+        full = model(tokens)
+        cache = model.new_cache()
+        pieces = [model(tokens[:, :9], cache=cache)]  # prefill
+        pieces += [model(tokens[:, i : i + 1], cache=cache) for i in range(9, 17)]  # one at a time
+        pieces += [model(tokens[:, 17:], cache=cache)]  # and a chunk
+    assert len(cache[0]) == 21 and cache[0].k.shape == (2, 4, 21, 8)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=0, atol=1e-5)
+
+
+def test_a_cache_past_the_table_is_refused_and_rope_keys_are_stored_rotated():
+    model = TinyDecoder(ModelConfig(vocab_size=7, dim=32, position="learned", max_len=8)).eval()
+    cache = model.new_cache()
+    model(torch.zeros(1, 6, dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match="positions up to 8 need a table of 9 rows, but max_len=8"):
+        model(torch.zeros(1, 3, dtype=torch.long), cache=cache)
+    with pytest.raises(TypeError, match="new_cache"):
+        model(torch.zeros(1, 3, dtype=torch.long), cache=[])
+    rope = TinyDecoder(ModelConfig(vocab_size=7, dim=32, num_layers=1, position="rope")).eval()
+    cache = rope.new_cache()
+    x = torch.randn(1, 5, 32)
+    rope.blocks[0].attn(x, cache=cache[0], positions=torch.arange(5))
+    _, k, _ = (rope.blocks[0].attn._split_heads(t) for t in rope.blocks[0].attn.qkv(x).chunk(3, dim=-1))
+    _, rotated = rope.blocks[0].attn.qk_transform(k, k)
+    torch.testing.assert_close(cache[0].k, rotated)
+
+
+def test_relative_biases_hold_the_causal_mask():
+    alibi = TinyDecoder(ModelConfig(vocab_size=5, dim=32, position="alibi"))
+    expected = alibi_bias(4, 3, 7).float() + causal_mask(3, 7)
+    torch.testing.assert_close(alibi._attention_bias(3, 7), expected)
+    assert TinyDecoder(ModelConfig(vocab_size=5, dim=32, position="rope"))._attention_bias(3, 7) is None
+
+
+def test_the_device_follows_the_model():
+    model = TinyDecoder(ModelConfig(vocab_size=5, dim=32, position="rope"))
+    assert model.device == torch.device("cpu")
+    model.set_rope_scaling({"type": "linear", "factor": 2.0})
+    assert model.blocks[0].attn.qk_transform.theta.device == model.device
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@pytest.mark.parametrize("scheme", ["alibi", "t5", "rope"])
+def test_on_cuda(scheme):
+    model = TinyDecoder(ModelConfig(vocab_size=5, dim=32, position=scheme)).to("cuda")
+    model.set_rope_scaling({"type": "linear", "factor": 2.0}) if scheme == "rope" else None
+    assert model(torch.zeros(1, 4, dtype=torch.long, device="cuda")).device.type == "cuda"
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -31,15 +88,16 @@ def test_concat_keeps_the_width_and_appends_positions():
     model = TinyDecoder(config)
     assert model.token.weight.shape == (7, 24)
     x = model.token(torch.zeros(1, 5, dtype=torch.long)) * model.embed_scale
-    combined = model.position(x)
+    combined = model._add_positions(x, start=3)
     assert combined.shape == (1, 5, 32)
     torch.testing.assert_close(combined[..., :24], x)
+    torch.testing.assert_close(combined[0, :, 24:], model.position.table[3:8].float())
 
 
-def test_t5_bias_is_shared_across_layers_and_rope_can_be_rescaled():
-    t5 = TinyDecoder(ModelConfig(vocab_size=5, dim=32, num_layers=3, position="t5"))
-    biases = {id(block.attn.score_bias) for block in t5.blocks}
-    assert len(biases) == 1
+def test_t5_bias_is_one_module_and_rope_can_be_rescaled():
+    t5 = TinyDecoder(ModelConfig(vocab_size=5, dim=32, num_layers=3, position="t5", t5_num_buckets=8, t5_max_distance=20))
+    bias_modules = [m for m in t5.modules() if isinstance(m, T5RelativeBias)]
+    assert len(bias_modules) == 1 and bias_modules[0].num_buckets == 8 and bias_modules[0].max_distance == 20
     rope = TinyDecoder(ModelConfig(vocab_size=5, dim=32, position="rope")).eval()
     tokens = torch.randint(0, 5, (1, 10))
     before = rope(tokens)
@@ -63,6 +121,8 @@ def test_t5_bias_is_shared_across_layers_and_rope_can_be_rescaled():
         ({"dropout": 1.5}, ValueError, "dropout"),
         ({"vocab_size": 0}, ValueError, "vocab_size"),
         ({"combine": "sum"}, ValueError, "combine must be one of"),
+        ({"t5_max_distance": 4}, ValueError, "max_distance=4 must exceed"),
+        ({"rope_base": 1.0}, ValueError, "rope_base must be greater than 1"),
     ],
 )
 def test_bad_configs(kwargs, error, words):
@@ -76,7 +136,7 @@ def test_bad_inputs():
         model(torch.zeros(8, dtype=torch.long))
     with pytest.raises(TypeError, match="integer ids"):
         model(torch.zeros(1, 4))
-    with pytest.raises(ValueError, match="max_len=8"):
+    with pytest.raises(ValueError, match="max_len=8; build the model with a larger max_len"):
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(TypeError, match="ModelConfig"):
         TinyDecoder({"vocab_size": 5})

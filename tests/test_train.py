@@ -5,11 +5,60 @@ import pytest
 import torch
 
 from companion.data import MarkovChain
-from companion.model import ModelConfig
-from companion.train import TrainConfig, evaluate, floor_by_length, loss_by_position, one_thread, train
+from companion.model import ModelConfig, TinyDecoder
+from companion.train import TrainConfig, evaluate, floor_by_length, loss_by_position, next_token_loss, one_thread, train
 
 SOURCE = MarkovChain(6, 2, seed=4)
 CONFIG = ModelConfig(vocab_size=6, dim=32, position="alibi")
+MODEL = TinyDecoder(CONFIG)
+
+
+def test_evaluate_switches_to_eval_mode():
+    model = TinyDecoder(ModelConfig(vocab_size=6, dim=32, position="alibi", dropout=0.5)).train()
+    first = evaluate(model, SOURCE, [8], num_tokens=256)
+    assert not model.training
+    assert evaluate(model, SOURCE, [8], num_tokens=256) == first  # no dropout noise
+
+
+def test_strided_evaluation_scores_each_prediction_once_with_long_context():
+    model, _ = train(CONFIG, TrainConfig(steps=5, seed=0), SOURCE)
+    stream = torch.from_numpy(SOURCE.sample(1, 64, seed=10_000)[0])
+    with torch.no_grad():
+        # Reference, written as a loop: window i covers tokens [4 i, 4 i + 16).
+        scored = []
+        for start in range(0, 64 - 16 + 1, 4):
+            losses = next_token_loss(model, stream[None, start : start + 16], reduction="none")[0]
+            scored.append(losses if start == 0 else losses[-4:])
+        expected = torch.cat(scored).double().mean().item()
+    assert evaluate(model, SOURCE, [16], num_tokens=64, stride=4)[16] == pytest.approx(expected, rel=1e-6)
+    assert evaluate(model, SOURCE, [16], num_tokens=64, stride=16) == evaluate(model, SOURCE, [16], num_tokens=64)
+
+
+def test_excess_is_the_loss_minus_the_chains_own_loss_on_the_same_tokens():
+    model, _ = train(CONFIG, TrainConfig(steps=5, seed=0), SOURCE)
+    plain = loss_by_position(model, SOURCE, 12, num_sequences=16, seed=3)
+    excess = loss_by_position(model, SOURCE, 12, num_sequences=16, seed=3, excess=True)
+    chain = SOURCE.log_loss(SOURCE.sample(16, 12, seed=3)).mean(axis=0)
+    np.testing.assert_allclose(plain - excess, chain, rtol=1e-12)
+    by_length = evaluate(model, SOURCE, [12], num_tokens=48, excess=True)[12]
+    chunks = SOURCE.sample(1, 48, seed=10_000)[0].reshape(4, 12)
+    np.testing.assert_allclose(evaluate(model, SOURCE, [12], num_tokens=48)[12] - by_length,
+                               SOURCE.log_loss(chunks).mean(), rtol=1e-9)
+
+
+def test_train_on_the_cpu_device_and_refuse_a_missing_gpu():
+    model, _ = train(CONFIG, TrainConfig(steps=2), SOURCE, device="cpu")
+    assert model.device == torch.device("cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            train(CONFIG, TrainConfig(steps=2), SOURCE, device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+def test_train_and_evaluate_on_cuda():
+    model, _ = train(CONFIG, TrainConfig(steps=2), SOURCE, device="cuda")
+    assert model.device.type == "cuda"
+    assert set(evaluate(model, SOURCE, [8], num_tokens=64)) == {8}
 
 
 def test_training_is_deterministic_for_a_fixed_seed():
@@ -76,8 +125,11 @@ def test_one_thread_restores_the_setting():
         (lambda: TrainConfig(lr=-1.0), ValueError, "lr must be positive"),
         (lambda: train(CONFIG, TrainConfig(steps=1), "markov"), TypeError, "source must be a MarkovChain"),
         (lambda: train(ModelConfig(vocab_size=9), TrainConfig(steps=1), SOURCE), ValueError, "vocab_size is 9"),
-        (lambda: evaluate(None, SOURCE, [1], num_tokens=64), ValueError, "eval length must be in"),
-        (lambda: evaluate(None, SOURCE, [128], num_tokens=64), ValueError, "eval length must be in"),
+        (lambda: evaluate(MODEL, SOURCE, [1], num_tokens=64), ValueError, "eval length must be in"),
+        (lambda: evaluate(MODEL, SOURCE, [128], num_tokens=64), ValueError, "eval length must be in"),
+        (lambda: evaluate(MODEL, SOURCE, [8], num_tokens=64, stride=9), ValueError, "stride must be at most"),
+        (lambda: evaluate(None, SOURCE, [8], num_tokens=64), TypeError, "model must be a TinyDecoder"),
+        (lambda: train(CONFIG, TrainConfig(steps=1), SOURCE, device="tpu0"), ValueError, "device must be"),
     ],
 )
 def test_bad_arguments(call, error, words):
