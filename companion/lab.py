@@ -1,22 +1,34 @@
 """Entry points for the lab chapters: each trains small models and returns plain numbers.
 
-Defaults are chosen to run in about a minute on a 2-core laptop CPU; every function takes
-the knobs a learner may want to turn. Losses are in nats per predicted token.
+Every experiment is a set of independent runs, one per (setting, seed). They run in
+``workers`` processes (default: the cores this process may use), each on one thread, so
+the numbers are bit-identical for any ``workers`` and any core count; only the wall-clock
+time changes. Defaults are the chapters' settings; every function takes the knobs a learner
+may want to turn. Losses are in nats per predicted token.
+
+``LONGER_RUN`` holds the settings of the optional longer run described in the lab chapters.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+import dataclasses
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable, Sequence
 
 import numpy as np
 
 from companion import _checks
 from companion.data import MarkovChain
-from companion.model import ABSOLUTE, SCHEMES, ModelConfig, TinyDecoder
+from companion.model import SCHEMES, ModelConfig, TinyDecoder
 from companion.train import TrainConfig, evaluate, floor_by_length, loss_by_position, train
 
 SOURCE = {"vocab_size": 8, "order": 2, "seed": 0}
+SEEDS = (0, 1, 2, 3, 4)
+# Not run by the book or its tests: what to pass for a longer, steadier run on your own machine.
+LONGER_RUN = {"seeds": tuple(range(10)), "steps": 1600}
 
 
 def default_source() -> MarkovChain:
@@ -24,37 +36,127 @@ def default_source() -> MarkovChain:
     return MarkovChain(**SOURCE)
 
 
+def available_cores() -> int:
+    """The number of cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def run_parallel(function: Callable, tasks: Sequence[tuple], workers: int | None = None) -> list:
+    """``[function(*task) for task in tasks]``, in ``workers`` fresh processes.
+
+    ``function`` must be importable (defined at the top level of a module). With one worker,
+    or one task, everything runs in this process. Workers are fresh interpreters ("spawn"),
+    so a script that calls this must do so under ``if __name__ == "__main__":``;
+    notebooks need nothing. Results come back in the order of
+    ``tasks``. Each run seeds itself and trains on one thread, so the results do not depend
+    on which process ran it.
+    """
+    workers = available_cores() if workers is None else _checks.positive_int("workers", workers)
+    workers = min(workers, len(tasks))
+    if workers <= 1:
+        return [function(*task) for task in tasks]
+    # "spawn" starts clean interpreters on every platform (fork is unsafe with threads).
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        return list(pool.map(function, *zip(*tasks)))
+
+
+def _seeds(seeds: Sequence[int]) -> list[int]:
+    seeds = [_checks.integer("seed", s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds must name at least one seed, e.g. (0, 1, 2, 3, 4)")
+    return seeds
+
+
 def _eval_lens(train_len: int, eval_lens: Sequence[int] | None) -> list[int]:
     lens = [train_len * m for m in (1, 2, 4, 8)] if eval_lens is None else list(eval_lens)
     return [_checks.positive_int("eval length", L) for L in lens]
+
+
+def _model_config(source: MarkovChain, options: dict | None, **settings) -> ModelConfig:
+    """A ModelConfig from the experiment's settings plus the learner's ``model_options``."""
+    options = dict(options or {})
+    known = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"model_options has unknown keys {unknown}; use ModelConfig fields: {sorted(known)}")
+    return ModelConfig(vocab_size=source.vocab_size, **{**settings, **options})
+
+
+def _extrapolation_run(config, train_config, source, lens, num_tokens, position_sequences, stride, strided_lens,
+                       strided_tokens):
+    """One (scheme, seed) run of :func:`length_extrapolation`; plain data only."""
+    model, history = train(config, train_config, source)
+    out = {
+        "loss": [evaluate(model, source, lens, num_tokens=num_tokens)[n] for n in lens],
+        "excess_by_position": loss_by_position(model, source, max(lens), num_sequences=position_sequences,
+                                               excess=True),
+        "history": history,
+    }
+    if stride is not None:
+        strided = evaluate(model, source, strided_lens, num_tokens=strided_tokens, stride=stride, excess=True)
+        out["strided"] = [strided[n] for n in strided_lens]
+    return out
 
 
 def length_extrapolation(
     schemes: Sequence[str] = SCHEMES,
     train_len: int = 32,
     eval_lens: Sequence[int] | None = None,
-    seed: int = 0,
+    seeds: Sequence[int] = SEEDS,
     *,
     steps: int = 400,
     num_tokens: int = 8192,
+    position_sequences: int = 128,
+    stride: int | None = None,
+    strided_lens: Sequence[int] | None = None,
+    strided_tokens: int = 4096,
+    model_options: dict | None = None,
     source: MarkovChain | None = None,
+    workers: int | None = None,
 ) -> dict:
-    """Train one model per scheme at ``train_len``; evaluate at each length (default L, 2L, 4L, 8L).
+    """Train one model per scheme and seed at ``train_len``; evaluate at each length.
+
+    Evaluation is on non-overlapping chunks of each length (default L, 2L, 4L, 8L). With
+    ``stride``, the models are also evaluated with a sliding window at ``strided_lens``
+    (default L, 2L, 6L) on ``strided_tokens`` tokens, every scored prediction having at
+    least ``length - stride`` tokens of context, and scored as the excess over the chain's
+    own loss on the same tokens (0 is the best possible). ``model_options`` are extra :class:`ModelConfig` fields for every
+    model (e.g. ``{"rope_base": 100.0}``); ``source`` replaces the lab's chain.
 
     Returns:
-        ``{"floor": entropy rate, "floor_by_length": {L: floor}, "loss": {scheme: {L: loss}},
-        "by_position": {scheme: (max(eval_lens) - 1,) loss at each position}}``.
+        ``{"lens", "seeds", "floor", "floor_by_length",
+        "loss": {scheme: (seeds, lens)}, "history": {scheme: (seeds, steps)},
+        "excess_by_position": {scheme: (seeds, max(lens) - 1)}}``: the loss at each
+        position of a window minus the chain's own loss on the same tokens, mean over
+        ``position_sequences`` windows. With ``stride`` also ``"strided_lens"`` and
+        ``"strided": {scheme: (seeds, strided_lens)}`` (excess losses).
     """
     source = default_source() if source is None else source
-    lens = _eval_lens(_checks.positive_int("train_len", train_len), eval_lens)
+    train_len = _checks.positive_int("train_len", train_len)
+    lens = _eval_lens(train_len, eval_lens)
+    seeds = _seeds(seeds)
     for scheme in schemes:
         _checks.choice("scheme", scheme, SCHEMES)
-    result = {"floor": source.entropy_rate(), "floor_by_length": floor_by_length(source, lens), "loss": {}, "by_position": {}}
-    for scheme in schemes:
-        config = ModelConfig(vocab_size=source.vocab_size, position=scheme, max_len=max(lens))
-        model, _ = train(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source)
-        result["loss"][scheme] = evaluate(model, source, lens, num_tokens=num_tokens)
-        result["by_position"][scheme] = loss_by_position(model, source, max(lens))
+    strided_lens = [train_len * m for m in (1, 2, 6)] if strided_lens is None else list(strided_lens)
+    max_len = max(lens + (strided_lens if stride is not None else []))
+    tasks = [
+        (_model_config(source, model_options, position=scheme, max_len=max_len),
+         TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, lens, num_tokens,
+         position_sequences, stride, strided_lens, strided_tokens)
+        for scheme in schemes for seed in seeds
+    ]
+    runs = iter(run_parallel(_extrapolation_run, tasks, workers))
+    per_scheme = {scheme: [next(runs) for _ in seeds] for scheme in schemes}
+    result = {
+        "lens": lens, "seeds": seeds, "floor": source.entropy_rate(),
+        "floor_by_length": floor_by_length(source, lens),
+    }
+    keys = ("loss", "history", "excess_by_position") + (("strided",) if stride is not None else ())
+    for key in keys:
+        result[key] = {s: np.array([run[key] for run in runs_]) for s, runs_ in per_scheme.items()}
+    if stride is not None:
+        result["strided_lens"] = strided_lens
     return result
 
 
@@ -66,32 +168,48 @@ ADD_VS_CONCAT = (
 )
 
 
+def _add_vs_concat_run(config, train_config, source, num_tokens):
+    model, history = train(config, train_config, source)
+    length = train_config.seq_len
+    return {"loss": evaluate(model, source, [length], num_tokens=num_tokens)[length],
+            "parameters": model.num_parameters(), "history": history}
+
+
 def add_vs_concat(
     configs: Sequence[tuple[str, str, bool]] = ADD_VS_CONCAT,
-    seeds: Sequence[int] = (0, 1, 2),
+    seeds: Sequence[int] = SEEDS,
     *,
     train_len: int = 32,
     steps: int = 400,
     position_dim: int = 16,
     num_tokens: int = 8192,
     source: MarkovChain | None = None,
+    workers: int | None = None,
 ) -> list[dict]:
     """In-length loss of absolute positions added to or concatenated with the tokens.
 
     ``concat`` keeps the model width: tokens get ``dim - position_dim`` features, positions
-    ``position_dim``, so every layer after the embedding is the same size. Returns one row
-    per configuration and seed: ``{"position", "combine", "scale", "seed", "loss", "parameters"}``.
+    ``position_dim``, so every layer after the embedding is the same size. A config may
+    carry a fourth element, a dict of other :class:`ModelConfig` fields (e.g.
+    ``{"learned_init_std": 1.0}``). Returns one row per configuration and seed:
+    ``{"position", "combine", "scale", "options", "seed", "loss", "parameters", "history"}``
+    (``history``: the training loss at each step).
     """
     source = default_source() if source is None else source
-    rows = []
-    for position, combine, scale in configs:
-        config = ModelConfig(vocab_size=source.vocab_size, position=position, combine=combine,
-                             position_dim=position_dim, scale_embedding=scale, max_len=train_len)
+    seeds = _seeds(seeds)
+    tasks, rows = [], []
+    for entry in configs:
+        if not isinstance(entry, tuple) or len(entry) not in (3, 4):
+            raise TypeError(f"each config must be (position, combine, scale) or (..., options dict), got {entry!r}")
+        position, combine, scale, options = entry if len(entry) == 4 else (*entry, None)
+        config = _model_config(source, options, position=position, combine=combine, position_dim=position_dim,
+                               scale_embedding=scale, max_len=train_len)
         for seed in seeds:
-            model, _ = train(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source)
-            loss = evaluate(model, source, [train_len], num_tokens=num_tokens)[train_len]
-            rows.append({"position": position, "combine": combine, "scale": scale, "seed": seed,
-                         "loss": loss, "parameters": model.num_parameters()})
+            tasks.append((config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, num_tokens))
+            rows.append({"position": position, "combine": combine, "scale": scale, "options": options or {},
+                         "seed": seed})
+    for row, run in zip(rows, run_parallel(_add_vs_concat_run, tasks, workers)):
+        row.update(run)
     return rows
 
 
@@ -128,56 +246,75 @@ def with_rope_scaling(model: TinyDecoder, scaling: dict | None, *, attention_sca
     return stretched
 
 
-def rope_extension(
-    train_len: int = 32,
-    factors: Sequence[int] = (2, 4, 8),
-    seed: int = 0,
-    *,
-    steps: int = 400,
-    finetune_factor: int = 4,
-    finetune_steps: int = 40,
-    num_tokens: int = 8192,
-    source: MarkovChain | None = None,
-) -> dict:
-    """Stretch a RoPE model trained at ``train_len`` to ``factor * train_len``.
-
-    Zero-shot for every factor and method; then, at ``finetune_factor`` only, each method
-    is fine-tuned for ``finetune_steps`` steps at the longer length (a fresh copy each).
-    YaRN also gets its attention temperature.
-
-    Returns:
-        ``{"trained": loss at train_len, "floor_by_length": {...},
-        "zero_shot": {method: {factor: loss at factor * train_len}},
-        "finetuned": {method: loss at finetune_factor * train_len}}``.
-    """
+def _rope_extension_run(config, train_config, source, factors, finetune_factor, finetune_steps, num_tokens):
+    """One seed of :func:`rope_extension`: train, stretch zero-shot, fine-tune each method."""
     from companion.rope import yarn_attention_scale
 
-    source = default_source() if source is None else source
-    train_len = _checks.positive_int("train_len", train_len)
-    factors = [_checks.positive_int("factor", f) for f in factors]
-    lens = [train_len] + [f * train_len for f in factors]
-    config = ModelConfig(vocab_size=source.vocab_size, position="rope")
-    base_model, _ = train(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source)
+    train_len, seed = train_config.seq_len, train_config.seed
+    base_model, history = train(config, train_config, source)
 
     def stretched(method: str, factor: int) -> TinyDecoder:
         scale = yarn_attention_scale(factor) if method == "yarn" else 1.0
         return with_rope_scaling(base_model, rope_scalings(factor, train_len)[method], attention_scale=scale)
 
-    result = {
-        "trained": evaluate(base_model, source, [train_len], num_tokens=num_tokens)[train_len],
-        "floor_by_length": floor_by_length(source, lens),
-        "zero_shot": {},
-        "finetuned": {},
-    }
+    out = {"trained": evaluate(base_model, source, [train_len], num_tokens=num_tokens)[train_len],
+           "history": history, "zero_shot": {}, "finetuned": {}}
+    long_len = finetune_factor * train_len
     for method in rope_scalings(2, train_len):
-        result["zero_shot"][method] = {
-            f: evaluate(stretched(method, f), source, [f * train_len], num_tokens=num_tokens)[f * train_len] for f in factors
+        out["zero_shot"][method] = {
+            f: evaluate(stretched(method, f), source, [f * train_len], num_tokens=num_tokens)[f * train_len]
+            for f in factors
         }
-        long_len = finetune_factor * train_len
-        tuned, _ = train(config, TrainConfig(steps=finetune_steps, seq_len=long_len, seed=seed + 100, warmup=1, lr=1e-3),
-                         source, model=stretched(method, finetune_factor))
-        result["finetuned"][method] = evaluate(tuned, source, [long_len], num_tokens=num_tokens)[long_len]
-    return result
+        tune = TrainConfig(steps=finetune_steps, seq_len=long_len, seed=seed + 100, warmup=1, lr=1e-3)
+        tuned, _ = train(config, tune, source, model=stretched(method, finetune_factor))
+        out["finetuned"][method] = evaluate(tuned, source, [long_len], num_tokens=num_tokens)[long_len]
+    return out
+
+
+def rope_extension(
+    train_len: int = 32,
+    factors: Sequence[int] = (2, 4, 8),
+    seeds: Sequence[int] = SEEDS,
+    *,
+    steps: int = 400,
+    finetune_factor: int = 4,
+    finetune_steps: int = 40,
+    num_tokens: int = 8192,
+    model_options: dict | None = None,
+    source: MarkovChain | None = None,
+    workers: int | None = None,
+) -> dict:
+    """Stretch a RoPE model trained at ``train_len`` to ``factor * train_len``, per seed.
+
+    Zero-shot for every factor and method; then, at ``finetune_factor`` only, each method
+    is fine-tuned for ``finetune_steps`` steps at the longer length (a fresh copy each).
+    YaRN also gets its attention temperature. ``model_options`` are extra
+    :class:`ModelConfig` fields (e.g. ``{"rope_base": 100.0}``).
+
+    Returns:
+        ``{"seeds", "factors", "floor_by_length": {...}, "trained": (seeds,),
+        "history": (seeds, steps), "zero_shot": {method: (seeds, factors)},
+        "finetuned": {method: (seeds,)}}`` (arrays of losses).
+    """
+    source = default_source() if source is None else source
+    train_len = _checks.positive_int("train_len", train_len)
+    factors = [_checks.positive_int("factor", f) for f in factors]
+    finetune_factor = _checks.positive_int("finetune_factor", finetune_factor)
+    seeds = _seeds(seeds)
+    lens = [train_len] + [f * train_len for f in factors]
+    config = _model_config(source, model_options, position="rope")
+    tasks = [(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, factors, finetune_factor,
+              finetune_steps, num_tokens) for seed in seeds]
+    runs = run_parallel(_rope_extension_run, tasks, workers)
+    methods = list(rope_scalings(2, train_len))
+    return {
+        "seeds": seeds, "factors": factors,
+        "floor_by_length": floor_by_length(source, sorted(set(lens + [finetune_factor * train_len]))),
+        "trained": np.array([r["trained"] for r in runs]),
+        "history": np.array([r["history"] for r in runs]),
+        "zero_shot": {m: np.array([[r["zero_shot"][m][f] for f in factors] for r in runs]) for m in methods},
+        "finetuned": {m: np.array([r["finetuned"][m] for r in runs]) for m in methods},
+    }
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:

@@ -1,32 +1,61 @@
 """Tests of companion.lab entry points, on tiny budgets (the chapters run the real ones)."""
 
+import numpy as np
 import pytest
+import torch
 
 from companion import lab
 from companion.model import ModelConfig
+from companion.train import TrainConfig, train
 
 
-def test_length_extrapolation_shape_and_floor():
-    result = lab.length_extrapolation(schemes=("alibi", "none"), train_len=8, steps=5, num_tokens=512)
-    assert set(result) == {"floor", "floor_by_length", "loss", "by_position"}
-    assert set(result["loss"]["alibi"]) == {8, 16, 32, 64}
-    assert result["by_position"]["none"].shape == (63,)
+def test_length_extrapolation_shapes_and_floor():
+    result = lab.length_extrapolation(schemes=("alibi", "none"), train_len=8, seeds=(0, 1), steps=5,
+                                      num_tokens=512, position_sequences=4, stride=4, workers=1)
+    assert result["lens"] == [8, 16, 32, 64] and result["seeds"] == [0, 1]
+    assert result["loss"]["alibi"].shape == (2, 4) and result["history"]["none"].shape == (2, 5)
+    assert result["excess_by_position"]["none"].shape == (2, 63)
+    assert result["strided_lens"] == [8, 16, 48] and result["strided"]["alibi"].shape == (2, 3)
+    floors = np.array([result["floor_by_length"][n] for n in result["lens"]])
     for losses in result["loss"].values():
-        for length, loss in losses.items():
-            assert loss > result["floor_by_length"][length]
+        assert np.all(losses > floors)
+
+
+def test_parallel_runs_equal_serial_runs_bit_for_bit():
+    kwargs = dict(schemes=("rope", "t5"), train_len=8, seeds=(0, 1), steps=4, num_tokens=256, position_sequences=4)
+    serial = lab.length_extrapolation(workers=1, **kwargs)
+    parallel = lab.length_extrapolation(workers=2, **kwargs)
+    for key in ("loss", "history", "excess_by_position"):
+        for scheme in kwargs["schemes"]:
+            assert np.array_equal(serial[key][scheme], parallel[key][scheme]), key
+
+
+def test_model_options_reach_the_models():
+    result = lab.length_extrapolation(schemes=("rope",), train_len=8, seeds=(0,), steps=3, num_tokens=256,
+                                      position_sequences=4, workers=1, model_options={"rope_base": 50.0})
+    default = lab.length_extrapolation(schemes=("rope",), train_len=8, seeds=(0,), steps=3, num_tokens=256,
+                                       position_sequences=4, workers=1)
+    assert not np.array_equal(result["loss"]["rope"], default["loss"]["rope"])
+    with pytest.raises(ValueError, match="unknown keys \\['rope_bass'\\]"):
+        lab.length_extrapolation(schemes=("rope",), steps=1, model_options={"rope_bass": 50.0})
 
 
 def test_add_vs_concat_rows():
-    rows = lab.add_vs_concat(configs=(("learned", "concat", True),), seeds=(0, 1), train_len=8, steps=3, num_tokens=256)
-    assert [r["seed"] for r in rows] == [0, 1]
-    assert {r["combine"] for r in rows} == {"concat"} and rows[0]["parameters"] > 0
+    configs = (("learned", "concat", True), ("learned", "add", True, {"learned_init_std": 1.0}))
+    rows = lab.add_vs_concat(configs=configs, seeds=(0, 1), train_len=8, steps=3, num_tokens=256, workers=1)
+    assert [r["seed"] for r in rows] == [0, 1, 0, 1] and len(rows[0]["history"]) == 3
+    assert [r["options"] for r in rows[1:3]] == [{}, {"learned_init_std": 1.0}]
+    assert rows[0]["combine"] == "concat" and rows[0]["parameters"] > 0
+    with pytest.raises(TypeError, match="each config must be"):
+        lab.add_vs_concat(configs=(("learned", "add"),), steps=1)
 
 
-def test_rope_extension_keys():
-    result = lab.rope_extension(train_len=8, factors=(2,), steps=3, finetune_factor=2, finetune_steps=2, num_tokens=256)
+def test_rope_extension_shapes():
+    result = lab.rope_extension(train_len=8, factors=(2, 3), seeds=(0, 1), steps=3, finetune_factor=2,
+                                finetune_steps=2, num_tokens=256, workers=1)
     assert set(result["zero_shot"]) == {"none", "linear", "ntk", "yarn"}
-    assert set(result["zero_shot"]["ntk"]) == {2}
-    assert set(result["finetuned"]) == {"none", "linear", "ntk", "yarn"}
+    assert result["zero_shot"]["ntk"].shape == (2, 2) and result["finetuned"]["yarn"].shape == (2,)
+    assert result["trained"].shape == (2,) and result["history"].shape == (2, 3)
 
 
 def test_flops_and_spread():
@@ -41,14 +70,13 @@ def test_bad_arguments():
         lab.length_extrapolation(schemes=("xpos",), steps=1)
     with pytest.raises(ValueError, match="train_len"):
         lab.length_extrapolation(train_len=0, steps=1)
+    with pytest.raises(ValueError, match="seeds must name at least one seed"):
+        lab.length_extrapolation(seeds=(), steps=1)
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        lab.run_parallel(print, [(1,)], workers=0)
 
 
 def test_with_rope_scaling_copies_a_freshly_trained_model():
-    import torch
-
-    from companion.model import ModelConfig
-    from companion.train import TrainConfig, train
-
     model, _ = train(ModelConfig(vocab_size=8, dim=32, position="rope"), TrainConfig(steps=2, seq_len=8), lab.default_source())
     stretched = lab.with_rope_scaling(model, {"type": "linear", "factor": 2.0})
     tokens = torch.randint(0, 8, (1, 8))
