@@ -11,9 +11,16 @@ The field uses two layouts of the same numbers:
 * ``"interleaved"``: the paper's order; the sine and cosine of frequency ``i`` sit at
   features ``2i`` and ``2i + 1``.
 * ``"halves"``: all sines first, then all cosines; frequency ``i`` sits at features
-  ``i`` and ``i + d/2`` (tensor2tensor's ``get_timing_signal_1d`` and many libraries).
+  ``i`` and ``i + d/2`` (the order many libraries use).
 
 :func:`interleaved_to_halves` is the permutation between them.
+
+tensor2tensor's ``get_timing_signal_1d`` (and fairseq, which copies it) is *not* this table
+permuted. It uses the halves layout, but it also spaces its frequencies differently: its
+inverse timescales are ``exp(-i * log(max / min) / (d/2 - 1))``, so the last one is exactly
+``1 / 10000`` and the longest wavelength is exactly ``2 pi * 10000``, where the paper's
+exponent ``2i/d`` stops one step short. Its source says the layout "slightly differs from
+the published paper". :func:`tensor2tensor_timing_signal` reproduces it for comparison.
 """
 
 from __future__ import annotations
@@ -50,6 +57,66 @@ def wavelengths(dim: int, *, base: float = 10000.0) -> np.ndarray:
         float64 array ``(d/2,)``, from ``2 pi`` up to ``2 pi * base ** ((d - 2) / d)``.
     """
     return 2.0 * np.pi / inverse_frequencies(dim, base=base)
+
+
+def tensor2tensor_frequencies(
+    dim: int, *, min_timescale: float = 1.0, max_timescale: float = 1.0e4
+) -> np.ndarray:
+    """Angular frequencies of tensor2tensor's ``get_timing_signal_1d``, in radians per position.
+
+    ``w_i = exp(-i * log(max_timescale / min_timescale) / (d/2 - 1)) / min_timescale``:
+    a geometric sequence from ``1 / min_timescale`` to exactly ``1 / max_timescale``.
+
+    Args:
+        dim: number of features ``d`` (even, at least 4, so that there are two timescales).
+        min_timescale: the shortest timescale (the wavelength of pair 0 divided by ``2 pi``).
+        max_timescale: the longest timescale, reached by the last pair.
+
+    Returns:
+        float64 array ``(d/2,)``, decreasing.
+    """
+    dim = _checks.even_int("dim", dim)
+    if dim < 4:
+        raise ValueError(f"dim must be at least 4 so that there are two timescales, got {dim}")
+    low = _checks.real("min_timescale", min_timescale)
+    high = _checks.real("max_timescale", max_timescale)
+    if not 0.0 < low < high:
+        raise ValueError(
+            f"need 0 < min_timescale < max_timescale, got {low} and {high}; "
+            "tensor2tensor uses 1.0 and 10000.0"
+        )
+    step = np.log(high / low) / (dim // 2 - 1)
+    return np.exp(-step * np.arange(dim // 2, dtype=np.float64)) / low
+
+
+def tensor2tensor_timing_signal(
+    num_positions: int, dim: int, *, min_timescale: float = 1.0, max_timescale: float = 1.0e4
+) -> np.ndarray:
+    """tensor2tensor's timing signal: sines of all frequencies, then cosines.
+
+    The frequencies are :func:`tensor2tensor_frequencies`, not the paper's. tensor2tensor
+    pads an odd width with a column of zeros; this function does the same, so that the
+    book can show that odd widths have no canonical answer.
+
+    Args:
+        num_positions: number of rows ``n`` (positions start at 0).
+        dim: number of features ``d`` (at least 4; an odd ``d`` gets a zero last column).
+        min_timescale: see :func:`tensor2tensor_frequencies`.
+        max_timescale: see :func:`tensor2tensor_frequencies`.
+
+    Returns:
+        float64 array ``(n, d)``.
+    """
+    num_positions = _checks.positive_int("num_positions", num_positions)
+    dim = _checks.positive_int("dim", dim)
+    if dim < 4:
+        raise ValueError(f"dim must be at least 4 so that there are two timescales, got {dim}")
+    w = tensor2tensor_frequencies(
+        dim - dim % 2, min_timescale=min_timescale, max_timescale=max_timescale
+    )
+    angles = np.arange(num_positions, dtype=np.float64)[:, None] * w  # (n, d/2)
+    pad = np.zeros((num_positions, dim % 2))                          # (n, 0 or 1)
+    return np.concatenate([np.sin(angles), np.cos(angles), pad], axis=1)
 
 
 def interleaved_to_halves(dim: int) -> np.ndarray:

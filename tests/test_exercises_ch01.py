@@ -9,6 +9,7 @@ import torch
 from companion.exercises import (
     Feedback,
     check_distinct_orderings,
+    check_equivariance_probe,
     check_permuted_weights,
     check_pooled_groups,
 )
@@ -46,6 +47,7 @@ def test_permuted_weights_accepts_correct(fn):
         (lambda w, p: w[:, :, :, p], "queries (rows) are still"),
         (lambda w, p: w[:, :, torch.argsort(p)][:, :, :, torch.argsort(p)], "opposite way"),
         (lambda w, p: w.transpose(-1, -2), "differ from those of attention"),
+        (lambda w, p: w.transpose(-1, -2), "entry ["),
     ],
 )
 def test_permuted_weights_rejects_typical_mistakes(fn, hint):
@@ -202,3 +204,70 @@ def test_distinct_orderings_junk_never_raises(answer, hint):
     feedback = check_distinct_orderings(answer)
     assert not feedback
     assert hint in feedback.message
+
+
+# ---- check_equivariance_probe -----------------------------------------------------------
+
+
+def matrix_probe(layer, dim):
+    """Reference probe: a permutation matrix on the sequence axis, relative tolerance."""
+    param = next(layer.parameters(), None)
+    dtype = torch.float64 if param is None else param.dtype
+    x = torch.randn(3, 6, dim, dtype=dtype)
+    P = torch.eye(6, dtype=dtype)[[5, 3, 0, 1, 2, 4]]   # moves every token
+    with torch.no_grad():
+        lhs, rhs = layer(P @ x), P @ layer(x)
+    return bool(((lhs - rhs).abs().max() <= 1e-4 * (1 + rhs.abs().max())).item())
+
+
+def test_equivariance_probe_accepts_a_careful_probe():
+    feedback = check_equivariance_probe(matrix_probe)
+    assert feedback, feedback.message
+
+
+@pytest.mark.parametrize(
+    "probe, hint",
+    [
+        (lambda layer, dim: True, "is not equivariant, but your probe says it is"),
+        (lambda layer, dim: False, "is equivariant, but your probe says it is not"),
+        (lambda layer, dim: np.True_ if dim else None, "is not equivariant"),
+        (lambda layer, dim: "yes", "Expected True or False"),
+    ],
+)
+def test_equivariance_probe_rejects_wrong_probes(probe, hint):
+    feedback = check_equivariance_probe(probe)
+    assert not feedback and hint in feedback.message
+
+
+def test_equivariance_probe_rejects_a_float64_only_tolerance():
+    def exact(layer, dim):
+        param = next(layer.parameters(), None)
+        dtype = torch.float64 if param is None else param.dtype
+        x = torch.randn(2, 6, dim, dtype=dtype)
+        perm = torch.tensor([5, 3, 0, 1, 2, 4])
+        with torch.no_grad():
+            return torch.allclose(layer(x[:, perm]), layer(x)[:, perm], rtol=0, atol=1e-13)
+
+    feedback = check_equivariance_probe(exact)
+    assert not feedback and "float32" in feedback.message
+
+
+def test_equivariance_probe_junk_never_raises():
+    assert "Expected a function" in check_equivariance_probe(None).message
+    assert "raised ZeroDivisionError" in check_equivariance_probe(lambda layer, dim: 1 / 0).message
+
+
+# ---- float32 versions of the reference answers pass -------------------------------------
+
+
+def test_every_checker_accepts_its_reference_answer_in_float32():
+    def float32_permuted(weights, perm):
+        return loop_permuted(weights, perm).float()
+
+    def float32_probe(layer, dim):
+        return matrix_probe(layer.float(), dim)  # run every layer in float32
+
+    assert check_permuted_weights(float32_permuted)
+    assert check_pooled_groups(np.array([0, 0, 2, 0, 2, 5], dtype=np.float32))
+    assert check_distinct_orderings(np.array([1, 12], dtype=np.float32))
+    assert check_equivariance_probe(float32_probe)

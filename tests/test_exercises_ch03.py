@@ -14,7 +14,12 @@ import pytest
 import torch
 
 from companion.exercises import Feedback
-from companion.exercises import check_denominators, check_halves_to_interleaved, check_pe_row
+from companion.exercises import (
+    check_denominators,
+    check_halves_to_interleaved,
+    check_pe_row,
+    check_tensor2tensor_base,
+)
 
 
 def pe_row_5_16() -> list[float]:
@@ -68,7 +73,26 @@ def test_pe_row_generic_mistake_points_at_a_feature():
     answer = np.array(pe_row_5_16())
     answer[7] += 0.1
     feedback = check_pe_row(answer)
-    assert not feedback.ok and "Feature 7" in feedback.message
+    assert not feedback.ok and "Feature 7" in feedback.message and "cosine of pair 3" in feedback.message
+
+
+def test_pe_row_accepts_the_torch_exp_log_code_in_float32():
+    # The form most tutorials copy, computed in float32 from the start (not a rounded float64).
+    d = 16
+    position = torch.tensor([[5.0]])
+    div_term = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+    row = torch.zeros(d)
+    row[0::2], row[1::2] = torch.sin(position * div_term)[0], torch.cos(position * div_term)[0]
+    feedback = check_pe_row(row)
+    assert feedback.ok, feedback.message
+
+
+def test_pe_row_names_the_feature_that_breaks_the_tolerance_not_a_small_one():
+    # A near-zero feature that is right in float32 must not be blamed for another's error.
+    answer = np.array(pe_row_5_16(), dtype=np.float32).astype(np.float64)
+    answer[2] = -answer[2]
+    feedback = check_pe_row(answer)
+    assert not feedback.ok and "Feature 2 (the sine of pair 1)" in feedback.message
 
 
 @pytest.mark.parametrize("answer", BAD_INPUTS + [np.zeros(15), np.zeros((1, 16))])
@@ -137,6 +161,54 @@ def test_halves_to_interleaved_rejects_bad_input_without_raising(answer):
     assert isinstance(feedback, Feedback) and not feedback.ok and feedback.message
 
 
+# ---- check_tensor2tensor_base ------------------------------------------------------------
+
+# Independent derivation from pair 1: base^(2/64) = 10000^(1/31).
+T2T_BASE_64 = 10000 ** (32 / 31)
+
+
+def test_t2t_base_reference_reproduces_tensor2tensor_frequencies():
+    # tensor2tensor's timescales, written as its docstring describes them: a geometric
+    # sequence from 1 to 10000 in d/2 steps.
+    timescales = np.geomspace(1.0, 10000.0, 32)
+    np.testing.assert_allclose(T2T_BASE_64 ** (2 * np.arange(32) / 64), timescales, rtol=1e-12)
+
+
+@pytest.mark.parametrize("answer", [T2T_BASE_64, np.float32(T2T_BASE_64), torch.tensor(T2T_BASE_64),
+                                    np.array([T2T_BASE_64])])
+def test_t2t_base_accepts(answer):
+    feedback = check_tensor2tensor_base(answer)
+    assert feedback.ok, feedback.message
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (10000.0, "paper's base"),
+        (10000 ** (62 / 64), "upside down"),
+        (10000 ** (64 / 63), "num_timescales - 1"),
+        (12000.0, "solve for the base"),
+        (0.5, "above 1"),
+        ("13459", "expected a number"),
+        (np.zeros(3), "expected a single number"),
+    ],
+)
+def test_t2t_base_rejects_with_hint(answer, hint):
+    feedback = check_tensor2tensor_base(answer)
+    assert not feedback.ok and hint in feedback.message
+
+
+# ---- float32 versions of the reference answers pass ---------------------------------------
+
+def test_every_checker_accepts_its_reference_answer_in_float32():
+    assert check_pe_row(np.array(pe_row_5_16(), dtype=np.float32))
+    assert check_denominators(np.array([10000 ** (i / 8) for i in range(8)], dtype=np.float32))
+    assert check_halves_to_interleaved(interleaved_10_12().astype(np.float32))
+    assert check_halves_to_interleaved(torch.from_numpy(interleaved_10_12()).float())
+    assert check_tensor2tensor_base(np.float32(T2T_BASE_64))
+
+
 def test_every_checker_is_exported():
     from companion.exercises import ch03
-    assert set(ch03.__all__) == {"check_pe_row", "check_denominators", "check_halves_to_interleaved"}
+    assert set(ch03.__all__) == {"check_pe_row", "check_denominators", "check_halves_to_interleaved",
+                                 "check_tensor2tensor_base"}

@@ -10,6 +10,7 @@ from companion.exercises import (
     Feedback,
     check_first_negative,
     check_longest_wavelength,
+    check_rule_of_thumb_base,
     check_wavelength_ratio,
 )
 
@@ -105,7 +106,55 @@ def test_wavelength_ratio_wrong(answer, hint):
     assert not feedback and hint in feedback.message
 
 
-@pytest.mark.parametrize("checker", [check_longest_wavelength, check_first_negative, check_wavelength_ratio])
+def smallest_base_by_search(d=64, goal=20480):
+    """Independent reference: walk the integer bases up, wavelength by the loop formula."""
+    base = 2
+    while 2 * math.pi * base ** ((d - 2) / d) < goal:
+        base += 1
+    return base
+
+
+RULE_BASE = smallest_base_by_search()
+
+
+def test_rule_base_reference():
+    assert RULE_BASE == 4232
+
+
+@pytest.mark.parametrize("answer", [RULE_BASE, float(RULE_BASE), np.float32(RULE_BASE), torch.tensor(RULE_BASE)])
+def test_rule_base_right(answer):
+    feedback = check_rule_of_thumb_base(answer)
+    assert feedback, feedback.message
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (RULE_BASE - 1, "short of"),
+        (RULE_BASE + 100, "smallest"),
+        ((20480 / (2 * math.pi)) ** (64 / 62), "integer"),
+        (round(20480 / (2 * math.pi)), "exponent (d - 2)/d"),
+        (20480, "2*pi is missing"),
+        (1, "greater than 1"),
+        (4232.5, "whole-number"),
+    ],
+)
+def test_rule_base_wrong(answer, hint):
+    feedback = check_rule_of_thumb_base(answer)
+    assert not feedback and hint in feedback.message
+
+
+def test_every_checker_accepts_its_reference_answer_in_float32():
+    assert check_longest_wavelength(np.float32(LONGEST_128))
+    assert check_first_negative(np.float32(FIRST_NEGATIVE_32))
+    assert check_wavelength_ratio(np.float32(RATIO_512))
+    assert check_rule_of_thumb_base(np.float32(RULE_BASE))
+
+
+@pytest.mark.parametrize(
+    "checker",
+    [check_longest_wavelength, check_first_negative, check_wavelength_ratio, check_rule_of_thumb_base],
+)
 @pytest.mark.parametrize("answer", ODD_INPUTS)
 def test_odd_inputs_rejected_without_raising(checker, answer):
     feedback = checker(answer)

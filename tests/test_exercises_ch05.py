@@ -11,6 +11,7 @@ import torch
 from companion.exercises import (
     Feedback,
     check_extend_table,
+    check_offset_only_scores,
     check_pair_block,
     check_shift_property,
     rotation_mystery_tables,
@@ -105,6 +106,18 @@ def test_extend_table_rejects_other_rows():
     assert not feedback and "positions 50..59" in feedback.message
 
 
+def test_extend_table_names_the_entry_that_breaks_the_tolerance():
+    answer = EXTENDED.copy()
+    answer[3:, 5] += 0.2
+    answer[4, 5] += 0.1
+    feedback = check_extend_table(answer)
+    assert not feedback and "entry [4, 5]" in feedback.message
+
+
+def test_extend_table_success_says_a_trained_model_is_another_matter():
+    assert "chapter 11" in " ".join(check_extend_table(EXTENDED).message.split())
+
+
 @pytest.mark.parametrize("answer", BAD_INPUTS + [EXTENDED[:9], EXTENDED.T])
 def test_extend_table_never_raises(answer):
     feedback = check_extend_table(answer)
@@ -163,10 +176,77 @@ def test_shift_property_rejects_wrong_labels(answer):
 
 @pytest.mark.parametrize(
     "answer",
-    [None, "TFTF", 1, [True, False], [True] * 5, ["yes", "no", "yes", "no"], [0.0, 1.0, 0.0, 1.0],
+    [None, "TFTF", 1, [True, False], [True] * 5, ["yes", "no", "yes", "no"], [0.0, 0.5, 0.0, 1.0],
      {"A": True}, {True, False}, np.ones((2, 2), dtype=bool), (v for v in [True] * 4)],
 )
 def test_shift_property_never_raises(answer):
     feedback = check_shift_property(answer)
     assert isinstance(feedback, Feedback) and not feedback
     assert "expected" in feedback.message
+
+
+# ---- ch05-offset-scores ----------------------------------------------------------------
+
+def _score_by_loop(a: np.ndarray, m: int, n: int) -> float:
+    """s(m, n) = PE(m) A PE(n)^T with halves-layout rows built entry by entry."""
+    def row(pos):
+        w = [10000.0 ** (-2 * i / 16) for i in range(8)]
+        return np.array([math.sin(pos * x) for x in w] + [math.cos(pos * x) for x in w])
+    return float(row(m) @ a @ row(n))
+
+
+def _halves_blocks(a_diag, b_off) -> np.ndarray:
+    """Per-pair blocks [[a, b], [-b, a]] placed on features (i, i + 8)."""
+    out = np.zeros((16, 16))
+    for i, (a, b) in enumerate(zip(a_diag, b_off)):
+        out[i, i] = out[i + 8, i + 8] = a
+        out[i, i + 8], out[i + 8, i] = b, -b
+    return out
+
+
+BLOCKS = _halves_blocks(np.linspace(1.0, 0.3, 8), np.linspace(0.8, -0.5, 8))
+
+
+def test_offset_scores_reference_really_depends_on_the_offset_only():
+    for c in (3, -3, 7):
+        values = [_score_by_loop(BLOCKS, m, m + c) for m in range(10, 40, 7)]
+        np.testing.assert_allclose(values, values[0], atol=1e-12)
+    assert abs(_score_by_loop(BLOCKS, 20, 23) - _score_by_loop(BLOCKS, 20, 17)) > 0.1
+
+
+def test_offset_scores_accepts_blocks_in_several_forms():
+    for answer in (BLOCKS, BLOCKS.tolist(), torch.tensor(BLOCKS), BLOCKS.astype(np.float32),
+                   torch.tensor(BLOCKS).float()):
+        feedback = check_offset_only_scores(answer)
+        assert feedback, feedback.message
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (np.zeros((16, 16)), "All scores are zero"),
+        (np.eye(16), "before from after"),
+        (_halves_blocks(np.ones(8), np.zeros(8)), "before from after"),
+        (np.random.default_rng(0).standard_normal((16, 16)), "still changes with m"),
+        (_halves_blocks(np.ones(8), np.ones(8))[np.ix_(np.r_[0:16:2, 1:16:2], np.r_[0:16:2, 1:16:2])],
+         "still changes with m"),  # the blocks placed for the interleaved layout
+    ],
+)
+def test_offset_scores_rejects_with_hint(answer, hint):
+    feedback = check_offset_only_scores(answer)
+    assert not feedback and hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", BAD_INPUTS + [np.zeros((16, 15))])
+def test_offset_scores_never_raises(answer):
+    feedback = check_offset_only_scores(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- float32 versions of the reference answers pass ------------------------------------
+
+def test_every_checker_accepts_its_reference_answer_in_float32():
+    assert check_pair_block(_block(ANGLE).astype(np.float32))
+    assert check_extend_table(EXTENDED.astype(np.float32))
+    assert check_shift_property(np.array(_truth(), dtype=np.float32))
+    assert check_offset_only_scores(BLOCKS.astype(np.float32))

@@ -12,6 +12,8 @@ from companion.sinusoidal import (
     inverse_frequencies,
     rotation_matrix,
     sinusoidal_table,
+    tensor2tensor_frequencies,
+    tensor2tensor_timing_signal,
     wavelengths,
 )
 
@@ -62,6 +64,40 @@ def test_halves_layout_is_a_permutation_of_interleaved():
     w = inverse_frequencies(d)
     pos = np.arange(30)[:, None]
     np.testing.assert_allclose(halves, np.hstack([np.sin(pos * w), np.cos(pos * w)]), atol=1e-12)
+
+
+def reference_t2t(n, channels, min_timescale=1.0, max_timescale=1.0e4):
+    """tensor2tensor's recipe, entry by entry: timescales geometric from min to max, sines of
+    every timescale, then cosines, then a zero column if the width is odd."""
+    count = channels // 2
+    table = np.zeros((n, channels))
+    for i in range(count):
+        timescale = min_timescale * (max_timescale / min_timescale) ** (i / (count - 1))
+        for pos in range(n):
+            table[pos, i] = math.sin(pos / timescale)
+            table[pos, count + i] = math.cos(pos / timescale)
+    return table
+
+
+@pytest.mark.parametrize("n, channels", [(5, 4), (40, 16), (30, 7), (12, 64)])
+def test_tensor2tensor_signal_matches_its_recipe(n, channels):
+    np.testing.assert_allclose(tensor2tensor_timing_signal(n, channels), reference_t2t(n, channels),
+                               rtol=0, atol=1e-12)
+
+
+def test_tensor2tensor_signal_with_other_timescales():
+    np.testing.assert_allclose(tensor2tensor_timing_signal(20, 10, min_timescale=2.0, max_timescale=500.0),
+                               reference_t2t(20, 10, 2.0, 500.0), rtol=0, atol=1e-12)
+
+
+def test_tensor2tensor_reaches_the_max_timescale_the_paper_stops_short():
+    d = 512
+    np.testing.assert_allclose(2 * math.pi / tensor2tensor_frequencies(d)[-1], 2 * math.pi * 10000, rtol=1e-12)
+    assert wavelengths(d)[-1] < 2 * math.pi * 10000 * (1 - 1e-3)
+    # Not a permutation of the paper's table: the sorted rows differ.
+    paper = np.sort(sinusoidal_table(50, 16), axis=1)
+    t2t = np.sort(tensor2tensor_timing_signal(50, 16), axis=1)
+    assert np.abs(paper - t2t).max() > 0.01
 
 
 def test_wavelength_end_points_and_ratio():
@@ -136,6 +172,14 @@ def test_module_table_is_a_non_persistent_buffer():
         (lambda: interleaved_to_halves(5), ValueError, "dim must be even"),
         (lambda: SinusoidalPositionalEncoding(0, 8), ValueError, "max_len"),
         (lambda: SinusoidalPositionalEncoding(8, 9), ValueError, "dim must be even"),
+        (lambda: tensor2tensor_frequencies(2), ValueError, "dim must be at least 4"),
+        (lambda: tensor2tensor_frequencies(7), ValueError, "dim must be even"),
+        (lambda: tensor2tensor_frequencies(8, min_timescale=5.0, max_timescale=2.0), ValueError,
+         "min_timescale < max_timescale"),
+        (lambda: tensor2tensor_frequencies(8, max_timescale="1e4"), TypeError, "max_timescale must be a real"),
+        (lambda: tensor2tensor_timing_signal(0, 8), ValueError, "num_positions"),
+        (lambda: tensor2tensor_timing_signal(4, 3), ValueError, "dim must be at least 4"),
+        (lambda: tensor2tensor_timing_signal(4, 8.0), TypeError, "dim must be an integer"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(call, error, words):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -54,3 +55,11 @@ def as_array(answer: Any, shape: tuple[int, ...]) -> np.ndarray | str:
     if not np.all(np.isfinite(array)):
         return "The array contains NaN or infinite values"
     return array
+
+
+def fold(message: str, width: int = 88) -> str:
+    """``message`` broken into lines of at most ``width`` characters, counting the 9-character
+    prefix (``"Correct. "`` or ``"Not yet. "``) that :class:`Feedback` puts before it, so that
+    a notebook showing the feedback never prints an over-long line."""
+    prefix = len("Correct. ")
+    return textwrap.fill(message, width, initial_indent=" " * prefix)[prefix:]

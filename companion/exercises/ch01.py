@@ -9,9 +9,25 @@ import numpy as np
 import torch
 
 from companion.attention import MultiHeadSelfAttention
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import fold
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right as _right
 
-__all__ = ["check_permuted_weights", "check_pooled_groups", "check_distinct_orderings"]
+
+def right(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    return _right(fold(message))
+
+
+__all__ = [
+    "check_permuted_weights",
+    "check_pooled_groups",
+    "check_distinct_orderings",
+    "check_equivariance_probe",
+]
+
+# Weights lie in [0, 1]; a float32 result of the right permutation is within ~1e-7.
+_WEIGHT_ATOL = 1e-5
 
 # Cases for check_permuted_weights: (seq, perm). No perm is its own inverse, so a solution
 # that applies the inverse permutation is caught.
@@ -71,20 +87,32 @@ def check_permuted_weights(fn) -> Feedback:
         if got.shape != tuple(expected.shape):
             return wrong(f"Expected an array of shape {tuple(expected.shape)} (batch, heads, seq, seq), got {got.shape}")
         exp, w = expected.numpy(), weights.numpy()
-        if np.allclose(got, exp, rtol=0, atol=1e-9):
+
+        def same(a, b):
+            return np.allclose(a, b, rtol=0, atol=_WEIGHT_ATOL)
+
+        if same(got, exp):
             continue
         inv = np.argsort(perm)
         p = list(perm)
-        if np.allclose(got, w, rtol=0, atol=1e-9):
-            return wrong("These are the original weights: the tokens moved, so the matrix indexed by position moves too.")
-        if np.allclose(got, w[:, :, p], rtol=0, atol=1e-9):
-            return wrong("The queries (rows) are in the new order, but each row still lists the keys in the old order.")
-        if np.allclose(got, w[:, :, :, p], rtol=0, atol=1e-9):
-            return wrong("The keys (columns) are in the new order, but the queries (rows) are still in the old order.")
-        if np.allclose(got, w[:, :, inv][:, :, :, inv], rtol=0, atol=1e-9):
-            return wrong("This moves the tokens the opposite way: position i of the new input holds old token perm[i].")
-        return wrong(f"For seq={seq}, perm={p} your weights differ from those of attention run on x[:, perm]; "
-                     "which old token sits at each new position, as a query and as a key?")
+        if same(got, w):
+            return wrong("These are the original weights: the tokens moved, so the matrix "
+                         "indexed by position moves too.")
+        if same(got, w[:, :, p]):
+            return wrong("The queries (rows) are in the new order, but each row still lists "
+                         "the keys in the old order.")
+        if same(got, w[:, :, :, p]):
+            return wrong("The keys (columns) are in the new order, but the queries (rows) are "
+                         "still in the old order.")
+        if same(got, w[:, :, inv][:, :, :, inv]):
+            return wrong("This moves the tokens the opposite way: position i of the new input "
+                         "holds old token perm[i].")
+        off = np.abs(got - exp)
+        b, h, i, j = np.unravel_index(int(np.argmax(off)), off.shape)
+        return wrong(f"For seq={seq}, perm={p} your weights differ from those of attention run "
+                     f"on x[:, perm]: entry [{b}, {h}, {i}, {j}] (head {h}, query {i}, key {j}) "
+                     f"is off by {off[b, h, i, j]:.3g} (tolerance {_WEIGHT_ATOL:g}); which old "
+                     "token sits at each new position, as a query and as a key?")
     return right("The weight between two tokens follows the tokens: rows and columns are both permuted.")
 
 
@@ -142,3 +170,129 @@ def check_distinct_orderings(answer) -> Feedback:
     if b == factorial(len(words)):
         return wrong("Check (b): swapping the two copies of 'dog' gives the same sentence, hence the same output.")
     return wrong("Check (b): with positions, do two different word sequences ever give the same pooled output?")
+
+
+# ---- ch01-equivariance-probe ---------------------------------------------------------------
+
+class _PerToken(torch.nn.Module):
+    """LayerNorm, then a two-layer MLP, applied to each token on its own."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 2 * dim), torch.nn.GELU(),
+                                       torch.nn.Linear(2 * dim, dim))
+
+    def forward(self, x):
+        return x + self.mlp(self.norm(x))
+
+
+class _Attention(torch.nn.Module):
+    """Self-attention returning only its output; ``causal`` ties it to positions."""
+
+    def __init__(self, dim: int, causal: bool):
+        super().__init__()
+        self.attn, self.causal = MultiHeadSelfAttention(dim, 2), causal
+
+    def forward(self, x):
+        return self.attn(x, causal=self.causal)
+
+
+class _Cumsum(torch.nn.Module):
+    def forward(self, x):
+        return x.cumsum(dim=1)  # a running sum over the sequence: order matters
+
+
+class _MeanMix(torch.nn.Module):
+    def forward(self, x):
+        return x + x.mean(dim=1, keepdim=True)  # every token sees the same set: no order
+
+
+class _Conv(torch.nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(dim, dim, kernel_size=3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)  # (b, s, D) -> (b, D, s) and back
+
+
+class _Rnn(torch.nn.Module):
+    def __init__(self, dim: int):
+        super().__init__()
+        self.rnn = torch.nn.RNN(dim, dim, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+class _LastPositionZero(torch.nn.Module):
+    """Equivariant except at one position: catches probes that compare only a summary."""
+
+    def forward(self, x):
+        out = x.clone()
+        out[:, -1] = 0.0
+        return out
+
+
+def _probe_cases():
+    """``(name, layer, equivariant)``; float32 and float64 layers, fixed weights."""
+    dim = 8
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(11)
+        layers = [
+            ("per-token MLP with LayerNorm", _PerToken(dim), True),
+            ("bidirectional self-attention", _Attention(dim, causal=False), True),
+            ("mean mixing", _MeanMix(), True),
+            ("causal self-attention", _Attention(dim, causal=True), False),
+            ("running sum", _Cumsum(), False),
+            ("1-D convolution", _Conv(dim), False),
+            ("RNN", _Rnn(dim), False),
+            ("zeroing the last position", _LastPositionZero(), False),
+        ]
+    cases = []
+    for name, layer, truth in layers:
+        layer.eval()
+        cases.append((name + " (float32)", layer, truth))
+        cases.append((name + " (float64)", _double_copy(layer), truth))
+    return cases, dim
+
+
+def _double_copy(layer):
+    import copy
+
+    return copy.deepcopy(layer).double()
+
+
+def check_equivariance_probe(fn) -> Feedback:
+    """``fn(layer, dim)`` must return True exactly when ``layer`` is permutation equivariant.
+
+    ``layer`` maps ``(batch, seq, dim)`` to ``(batch, seq, dim)`` and may hold float32 or
+    float64 weights (``next(layer.parameters(), None)`` tells, or try both); the checker
+    tries sixteen layers, some of which look equivariant on a careless test.
+    """
+    if not callable(fn):
+        return wrong(f"Expected a function fn(layer, dim) -> bool, got {type(fn).__name__}")
+    cases, dim = _probe_cases()
+    for name, layer, truth in cases:
+        try:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)
+                verdict = fn(layer, dim)
+        except Exception as err:  # the learner's code; report, never raise
+            return wrong(f"Your probe raised {type(err).__name__} on the {name}: {err}")
+        if isinstance(verdict, torch.Tensor) and verdict.numel() == 1:
+            verdict = bool(verdict.item())
+        if not isinstance(verdict, (bool, np.bool_)):
+            return wrong(f"Expected True or False, got {type(verdict).__name__} for the {name}")
+        if bool(verdict) != truth:
+            if truth:
+                return wrong(f"The {name} is equivariant, but your probe says it is not: compare "
+                             "with a tolerance suited to the layer's dtype (float32 rounding is "
+                             "about 1e-7 relative), and compare layer(x[:, perm]) with "
+                             "layer(x)[:, perm].")
+            return wrong(f"The {name} is not equivariant, but your probe says it is: does your "
+                         "test compare every output position (not a mean or a norm), with a "
+                         "permutation that moves every token?")
+    return right("Your probe separates the layers that only reorder their output from those "
+                 "that read the order.")

@@ -7,14 +7,28 @@ import numbers
 
 import numpy as np
 
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import fold
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right as _right
 
-__all__ = ["check_matching_init_std", "check_table_row_rms", "check_smallest_max_len"]
+
+def right(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    return _right(fold(message))
+
+
+__all__ = [
+    "check_matching_init_std",
+    "check_table_row_rms",
+    "check_smallest_max_len",
+    "check_expected_abs_cosine",
+]
 
 # The exercises' fixed data (stated in the exercise texts of chapter 2).
 MATCHING_DIM = 768
 ROW_RMS_SHAPE = (50, 64)  # sinusoidal_table(50, 64)
 DOCUMENT_LENGTHS = (37, 120, 64, 91)  # one start token is prepended to each document
+COSINE_DIM = 768  # ch02-random-cosine: E |cos(e, p)| for a random e and a fixed p
 
 
 def _describe(answer) -> str:
@@ -106,7 +120,13 @@ def check_table_row_rms(answer) -> Feedback:
         return wrong("the answer contains NaN or infinite values.")
     target = math.sqrt(0.5)
     if np.allclose(arr, target, rtol=1e-5, atol=1e-6):
-        return right(f"every row has RMS {target:.4f}: each (sin, cos) pair contributes exactly 1 to the sum of squares.")
+        return right(f"every row has RMS {target:.4f}: each (sin, cos) pair contributes "
+                     "exactly 1 to the sum of squares.")
+    off = np.abs(arr - target) - 1e-5 * target
+    if np.count_nonzero(off > 0) <= 3:  # nearly all rows right: name the ones that are not
+        bad = [int(p) for p in np.flatnonzero(off > 0)]
+        return wrong(f"rows {bad} are off (e.g. row {bad[0]} gives {arr[bad[0]]:.6g}); "
+                     "the others are right. Compute every row the same way.")
     if np.allclose(arr, 0.5, rtol=1e-5, atol=1e-6):
         return wrong("these are mean squares; the root of RMS is missing.")
     if np.allclose(arr, math.sqrt(features / 2), rtol=1e-5, atol=1e-6):
@@ -121,11 +141,17 @@ def check_table_row_rms(answer) -> Feedback:
 
 def check_smallest_max_len(answer) -> Feedback:
     """Exercise ch02-max-len: the smallest ``max_len`` that accepts the padded batch."""
-    if hasattr(answer, "detach") and getattr(answer, "numel", lambda: 0)() == 1 and not answer.is_floating_point():
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+    if isinstance(answer, bool) or isinstance(answer, (str, bytes)):
         return wrong(f"expected an integer number of positions, got {_describe(answer)}")
-    value = int(answer)
+    if isinstance(answer, numbers.Integral):
+        value = int(answer)
+    else:
+        number = _as_real_number(answer)  # float32/float64 answers that hold a whole number
+        if number is None or not math.isfinite(number):
+            return wrong(f"expected an integer number of positions, got {_describe(answer)}")
+        if number != round(number):
+            return wrong(f"a number of positions is a whole number (an integer), got {number}")
+        value = int(round(number))
     longest = max(DOCUMENT_LENGTHS)
     target = longest + 1
     if value == target:
@@ -137,3 +163,39 @@ def check_smallest_max_len(answer) -> Feedback:
     if value < longest:
         return wrong("too short: the padded batch is longer than that, and the module would refuse it.")
     return wrong("that table is long enough, but not the smallest one that works.")
+
+
+def _mean_abs_cosine(d: int) -> float:
+    """E|cos| between a fixed vector and a uniformly random direction in d dimensions:
+    Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), computed with log-gamma to avoid overflow."""
+    return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
+
+
+def check_expected_abs_cosine(answer) -> Feedback:
+    """Exercise ch02-random-cosine: the expected ``|cos|`` between a freshly initialised token
+    vector (i.i.d. normal entries) and a fixed position vector, for ``d = 768``."""
+    value = _as_real_number(answer)
+    if value is None:
+        return wrong(f"expected a single number (a mean |cosine|), got {_describe(answer)}")
+    d = COSINE_DIM
+    target = _mean_abs_cosine(d)
+    if _near(value, target, rtol=0.02):
+        return right(f"E|cos| = {value:.4f} at d = {d}: about sqrt(2 / (pi d)), small because "
+                     "a random direction in many dimensions is nearly orthogonal to any fixed "
+                     "one, whatever that one's mean.")
+    if not math.isfinite(value) or value < 0:
+        return wrong("a mean of absolute values is a non-negative number.")
+    if abs(value) < 1e-3:
+        return wrong("the mean of the cosine itself is 0; the exercise asks for the mean of "
+                     "its absolute value.")
+    if _near(value, 1 / math.sqrt(d), rtol=0.02):
+        return wrong("1/sqrt(d) is the root-mean-square of the cosine; the mean of |z| for a "
+                     "normal z with that spread is smaller. By what factor?")
+    if _near(value, math.sqrt(2 / math.pi), rtol=0.02):
+        return wrong("that is E|z| for one standard normal coordinate; the cosine divides by "
+                     "the norm of the random vector, about sqrt(d).")
+    if _near(value, 1 / d, rtol=0.02) or _near(value, 2 / (math.pi * d), rtol=0.02):
+        return wrong("the cosine shrinks like 1/sqrt(d), not like 1/d.")
+    return wrong(f"{value:.4g} is off. The cosine with a fixed unit vector is one coordinate "
+                 "of a random unit vector: roughly z / sqrt(d) with z standard normal. "
+                 "What is the mean of |z|?")

@@ -10,9 +10,22 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import as_number, fold
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right as _right
 
-__all__ = ["check_pe_row", "check_denominators", "check_halves_to_interleaved"]
+
+def right(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    return _right(fold(message))
+
+
+__all__ = [
+    "check_pe_row",
+    "check_denominators",
+    "check_halves_to_interleaved",
+    "check_tensor2tensor_base",
+]
 
 _BASE = 10000.0
 
@@ -26,6 +39,16 @@ DENOMINATORS_DIM = 16
 # Exercise ch03-halves-to-interleaved: a (positions, features) table in the halves layout.
 HALVES_POSITIONS = 10
 HALVES_DIM = 12
+
+# Exercise ch03-t2t-base: the base that turns the paper's formula into tensor2tensor's.
+T2T_DIM = 64
+
+# Table entries lie in [-1, 1]. A right answer computed in float32 (numpy or torch, with
+# the power or the exp/log form) is within a few 1e-7 of the float64 value; the mistakes
+# the checkers look for are off by 1e-3 or more.
+_ENTRY_ATOL = 1e-5
+# Denominators are compared relative to their size, for the same reason.
+_DENOMINATOR_RTOL = 1e-5
 
 
 def _as_array(answer: Any, shape: tuple[int, ...], what: str) -> tuple[np.ndarray | None, Feedback | None]:
@@ -46,7 +69,17 @@ def _as_array(answer: Any, shape: tuple[int, ...], what: str) -> tuple[np.ndarra
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.allclose(a, b, rtol=1e-6, atol=1e-9))
+    """Entries of a table agree within the float32-safe absolute tolerance."""
+    return bool(np.allclose(a, b, rtol=0, atol=_ENTRY_ATOL))
+
+
+def _close_relative(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.allclose(a, b, rtol=_DENOMINATOR_RTOL, atol=0))
+
+
+def _feature_name(feature: int) -> str:
+    kind = "sine" if feature % 2 == 0 else "cosine"
+    return f"feature {feature} (the {kind} of pair {feature // 2})"
 
 
 def _pair_denominators(dim: int) -> np.ndarray:
@@ -94,9 +127,13 @@ def check_pe_row(answer: Any) -> Feedback:
                          "positions count from 0")
     if _close(array, _row(pos, dim, denominators=1.0 / _pair_denominators(dim))):
         return wrong("Divide pos by the denominator 10000^(2i/d); do not multiply by it")
-    bad = int(np.argmax(np.abs(array - expected)))
-    return wrong(f"Feature {bad} is off by {abs(array[bad] - expected[bad]):.3g}; check which pair it "
-                 "belongs to and that pair's denominator")
+    off = np.abs(array - expected)
+    bad = np.flatnonzero(off > _ENTRY_ATOL)
+    worst = int(bad[np.argmax(off[bad])])
+    others = "" if bad.size == 1 else f" ({bad.size} features are off in all: {bad.tolist()})"
+    return wrong(f"{_feature_name(worst).capitalize()} is off by {off[worst]:.3g} "
+                 f"(tolerance {_ENTRY_ATOL:g}){others}; compute it from the formula for that "
+                 "pair and check whether it should be a sine or a cosine")
 
 
 def check_denominators(answer: Any) -> Feedback:
@@ -115,18 +152,21 @@ def check_denominators(answer: Any) -> Feedback:
     array, problem = _as_array(answer, (dim // 2,), f"the denominators for d = {dim}")
     if problem is not None:
         return problem
-    if _close(array, expected):
+    if _close_relative(array, expected):
         return right(f"All {dim // 2} denominators are right, from 1 up to {expected[-1]:.1f}.")
-    if _close(array, 1.0 / expected):
+    if _close_relative(array, 1.0 / expected):
         return wrong("These are the reciprocals (the angular frequencies); the exercise asks for the "
                      "denominators that pos is divided by")
-    if _close(array, _BASE ** (np.arange(dim // 2) / dim)):
+    if _close_relative(array, _BASE ** (np.arange(dim // 2) / dim)):
         return wrong("The exponent is 2i/d: the pair index i is doubled before dividing by d")
-    if _close(array, _BASE ** (np.linspace(0.0, 1.0, dim // 2))):
+    if _close_relative(array, _BASE ** (np.linspace(0.0, 1.0, dim // 2))):
         return wrong("The exponents should be 2i/d for i = 0 .. d/2 - 1, evenly spaced but stopping "
                      "short of 1, so the last denominator is below 10000")
-    bad = int(np.argmax(np.abs(array - expected) / expected))
-    return wrong(f"Entry i = {bad} is not 10000 to the power 2i/d for d = {dim}")
+    relative = np.abs(array - expected) / expected
+    bad = int(np.argmax(relative))
+    return wrong(f"Entry i = {bad} is {array[bad]:.6g}, off by {relative[bad]:.2g} relative "
+                 f"(tolerance {_DENOMINATOR_RTOL:g}); it should be 10000 to the power 2i/d "
+                 f"for d = {dim}")
 
 
 def _halves_table() -> np.ndarray:
@@ -152,6 +192,39 @@ def check_halves_to_interleaved(answer: Any) -> Feedback:
         return wrong("interleaved_to_halves maps the paper's layout to halves; going the other way "
                      "needs the inverse permutation")
     if _close(np.sort(array, axis=1), np.sort(expected, axis=1)):
-        return wrong("Each row holds the right numbers but some columns are in the wrong place; "
-                     "the sine of pair i goes to feature 2i and its cosine to 2i + 1")
-    return wrong("The numbers differ from the given table's; rearrange its columns, do not recompute them")
+        wrong_columns = [c for c in range(dim) if not _close(array[:, c], expected[:, c])]
+        return wrong(f"Each row holds the right numbers but columns {wrong_columns} are in the "
+                     "wrong place; the sine of pair i goes to feature 2i and its cosine to 2i + 1")
+    off = np.abs(array - expected)
+    row, col = np.unravel_index(int(np.argmax(off)), off.shape)
+    return wrong(f"The numbers differ from the given table's (worst: row {row}, "
+                 f"{_feature_name(int(col))}, off by {off[row, col]:.3g}); rearrange its "
+                 "columns, do not recompute them")
+
+
+def check_tensor2tensor_base(answer: Any) -> Feedback:
+    """Exercise ch03-t2t-base: the ``base`` for which the paper's formula, in the halves layout,
+    gives tensor2tensor's timing signal for ``d = 64`` (a single positive number)."""
+    dim = T2T_DIM
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(f"The answer is a base: {value}")
+    if value <= 1:
+        return wrong(f"A base is a finite number above 1, got {value}")
+    target = _BASE ** (dim / (dim - 2))
+    if np.isclose(value, target, rtol=_DENOMINATOR_RTOL, atol=0):
+        return right(f"base = 10000^(d/(d-2)) = {target:.1f} for d = {dim}: the exponent 2i/d "
+                     "with this base equals tensor2tensor's i/(d/2 - 1) with base 10000.")
+    if np.isclose(value, _BASE, rtol=1e-6):
+        return wrong("That is the paper's base: compare the last frequency of each table; "
+                     "tensor2tensor's reaches 1/10000 exactly, the paper's does not")
+    if np.isclose(value, _BASE ** ((dim - 2) / dim), rtol=_DENOMINATOR_RTOL):
+        return wrong("The exponent is upside down: the new base must be larger than 10000, so "
+                     "that the last pair, with exponent (d - 2)/d, still reaches 10000")
+    if np.isclose(value, _BASE ** (dim / (dim - 1)), rtol=_DENOMINATOR_RTOL) or np.isclose(
+        value, _BASE ** ((dim - 1) / (dim - 2)), rtol=_DENOMINATOR_RTOL
+    ):
+        return wrong("Close: tensor2tensor divides by num_timescales - 1 = d/2 - 1; equate "
+                     "base^(2i/d) with 10000^(i/(d/2 - 1)) for every i")
+    return wrong(f"{value:.6g} is not it. Write pair i's frequency both ways, base^(-2i/d) and "
+                 "10000^(-i/(d/2 - 1)), and solve for the base")

@@ -7,12 +7,27 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import as_number, fold
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right as _right
 
-__all__ = ["check_longest_wavelength", "check_first_negative", "check_wavelength_ratio"]
+
+def right(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    return _right(fold(message))
+
+
+__all__ = [
+    "check_longest_wavelength",
+    "check_first_negative",
+    "check_wavelength_ratio",
+    "check_rule_of_thumb_base",
+]
 
 _BASE = 10000.0
+
+# Exercise ch04-base-rule: d, the training length, and the margin the rule of thumb asks for.
+RULE_DIM, RULE_TRAIN_LENGTH, RULE_MARGIN = 64, 2048, 10
 
 
 def _close(value: float, target: float, rtol: float = 1e-6) -> bool:
@@ -81,3 +96,39 @@ def check_wavelength_ratio(answer: Any) -> Feedback:
     if _close(value, 2 * math.pi * target, rtol=1e-7):
         return wrong("the 2*pi is the same in every wavelength, so it cancels in a ratio.")
     return wrong("write the wavelengths of pairs i and i + 1 and divide; what is left?")
+
+
+def _longest(base: float, d: int) -> float:
+    return 2 * math.pi * base ** ((d - 2) / d)
+
+
+def check_rule_of_thumb_base(answer: Any) -> Feedback:
+    """Exercise ch04-base-rule: the smallest integer base whose longest wavelength (d = 64)
+    is at least 10 times the training length 2048."""
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    d, goal = RULE_DIM, RULE_MARGIN * RULE_TRAIN_LENGTH
+    exact = (goal / (2 * math.pi)) ** (d / (d - 2))
+    target = math.ceil(exact)
+    if value != round(value):
+        if math.isclose(value, exact, rel_tol=1e-6):
+            return wrong(f"{value:.3f} solves the equation exactly; the exercise asks for the "
+                         "smallest *integer* base that reaches the goal.")
+        return wrong(f"the exercise asks for a whole-number base, got {value}")
+    base = int(round(value))
+    if base <= 1:
+        return wrong(f"a base must be greater than 1, got {base}")
+    if base == target:
+        return right(f"base {base}: the longest wavelength is {_longest(base, d):,.0f} "
+                     f"positions, at least {goal:,}; base {base - 1} falls short.")
+    if _longest(base, d) < goal:
+        if abs(base - goal / (2 * math.pi)) < 1:
+            return wrong("that base puts 2*pi*base at the goal, but the last pair has the "
+                         "exponent (d - 2)/d, not 1: its wavelength is shorter.")
+        return wrong(f"with base {base} the longest wavelength is {_longest(base, d):,.0f} "
+                     f"positions, short of {goal:,}.")
+    if abs(base - goal ** (d / (d - 2))) < 1 or abs(base - goal) < 1:
+        return wrong("a wavelength is 2*pi times the denominator; the 2*pi is missing.")
+    return wrong(f"base {base} is long enough (longest wavelength {_longest(base, d):,.0f}), "
+                 "but a smaller integer base also is: find the smallest.")

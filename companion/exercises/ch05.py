@@ -4,17 +4,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.exercises._answers import as_array
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import as_array, fold
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right as _right
 from companion.sinusoidal import interleaved_to_halves, inverse_frequencies, sinusoidal_table
 
-__all__ = ["check_pair_block", "check_extend_table", "rotation_mystery_tables", "check_shift_property"]
+def right(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    return _right(fold(message))
+
+
+__all__ = [
+    "check_pair_block",
+    "check_extend_table",
+    "rotation_mystery_tables",
+    "check_shift_property",
+    "check_offset_only_scores",
+]
 
 # The parameters the exercise texts state.
 PAIR_DIM, PAIR_INDEX, PAIR_OFFSET = 64, 3, 10
 EXTEND_ROWS, EXTEND_DIM, EXTEND_MORE = 50, 32, 10
 MYSTERY_NAMES = ("A", "B", "C", "D")
 MYSTERY_ROWS, MYSTERY_DIM, MYSTERY_BASE = 200, 16, 100.0
+SCORE_DIM, SCORE_ROWS, SCORE_OFFSET = 16, 64, 3  # ch05-offset-scores, halves layout
+
+# Entries of PE and of rotations lie in [-1, 1]; float32 answers are within ~1e-7.
+_ATOL = 1e-6
+
+
+def _worst_entry(got: np.ndarray, expected: np.ndarray) -> str:
+    """Where ``got`` is farthest from ``expected``, in words: '[row, col] off by x'."""
+    off = np.abs(got - expected)
+    index = np.unravel_index(int(np.argmax(off)), off.shape)
+    return f"entry {list(map(int, index))} is off by {off[index]:.3g} (tolerance {_ATOL:g})"
 
 
 def check_pair_block(answer) -> Feedback:
@@ -26,7 +49,7 @@ def check_pair_block(answer) -> Feedback:
     b = PAIR_OFFSET * inverse_frequencies(PAIR_DIM)[PAIR_INDEX]
     c, s = np.cos(b), np.sin(b)
     expected = np.array([[c, s], [-s, c]])
-    if np.allclose(block, expected, atol=1e-6):
+    if np.allclose(block, expected, rtol=0, atol=_ATOL):
         return right("This block maps (sin, cos) at pos to (sin, cos) at pos + 10, whatever pos is.")
     if np.allclose(block, expected.T, atol=1e-6):
         return wrong(
@@ -39,8 +62,8 @@ def check_pair_block(answer) -> Feedback:
             "the pair's frequency w_i = 10000 ** (-2i / d), with i the pair index, in radians."
         )
     return wrong(
-        "The block should be a rotation: orthogonal with determinant 1. Expand sin(a + b) and "
-        "cos(a + b) with a = pos * w_i and b = k * w_i."
+        f"The block should be a rotation: orthogonal with determinant 1 ({_worst_entry(block, expected)}). "
+        "Expand sin(a + b) and cos(a + b) with a = pos * w_i and b = k * w_i."
     )
 
 
@@ -50,8 +73,12 @@ def check_extend_table(answer) -> Feedback:
     if isinstance(rows, str):
         return wrong(rows)
     expected = sinusoidal_table(EXTEND_ROWS + EXTEND_MORE, EXTEND_DIM)[EXTEND_ROWS:]
-    if np.allclose(rows, expected, atol=1e-6):
-        return right("The rotation carried the last rows 10 positions forward, beyond the table.")
+    if np.allclose(rows, expected, rtol=0, atol=_ATOL):
+        return right(
+            "The rotation carried the last rows 10 positions forward, beyond the table. The "
+            "formula has no last row; a model trained on short sequences has never seen these "
+            "rows, which is a different matter (chapter 11)."
+        )
     backwards = sinusoidal_table(EXTEND_ROWS, EXTEND_DIM)[EXTEND_ROWS - 2 * EXTEND_MORE : EXTEND_ROWS - EXTEND_MORE]
     if np.allclose(rows, backwards, atol=1e-6):
         return wrong(
@@ -61,10 +88,14 @@ def check_extend_table(answer) -> Feedback:
     if np.allclose(rows, expected[:, interleaved_to_halves(EXTEND_DIM)], atol=1e-6):
         return wrong("The numbers are right but the feature order is not: keep the interleaved layout.")
     if np.allclose(rows[0], expected[0], atol=1e-6):
-        return wrong("The first row is right; every row should move by the same offset (one matrix for all).")
+        return wrong(
+            f"The first row is right but {_worst_entry(rows, expected)}, as [row, feature]; "
+            "every row should move by the same offset (one matrix for all)."
+        )
     return wrong(
-        "Not the rows of positions 50..59. Which rows of the table are 10 positions before them, and "
-        "which matrix moves a row 10 positions forward?"
+        f"Not the rows of positions 50..59 ({_worst_entry(rows, expected)}, as [row, feature]). "
+        "Which rows of the table are 10 positions before them, and which matrix moves a row "
+        "10 positions forward?"
     )
 
 
@@ -102,7 +133,8 @@ def _labels(answer):
         return wrong(f"expected 4 booleans (one per table A, B, C, D), got {len(values)} values")
     labels = []
     for value in values:
-        if isinstance(value, (bool, np.bool_)) or (isinstance(value, (int, np.integer)) and value in (0, 1)):
+        numeric = isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1)
+        if isinstance(value, (bool, np.bool_)) or numeric:  # 0/1 as int or float count too
             labels.append(bool(value))
         else:
             return wrong(f"expected booleans True/False, got {value!r}")
@@ -123,4 +155,44 @@ def check_shift_property(answer) -> Feedback:
         f"{misses} of the 4 answers are off. Fit M by least squares from rows pos to rows pos + 5 and "
         "compare the residual with the size of the rows; a pair can have norm 1 without any fixed map, "
         "and a fixed map does not need pairs of norm 1."
+    )
+
+
+def _score_table() -> np.ndarray:
+    """The halves-layout table of exercise ch05-offset-scores, ``(64, 16)``."""
+    return sinusoidal_table(SCORE_ROWS, SCORE_DIM, layout="halves")
+
+
+def check_offset_only_scores(answer) -> Feedback:
+    """Exercise ch05-offset-scores: a ``(16, 16)`` matrix ``A`` such that, for the halves-layout
+    table ``P`` (64 positions), the scores ``P @ A @ P.T`` depend only on ``n - m`` and differ
+    between the offsets ``+3`` and ``-3``."""
+    a = as_array(answer, (SCORE_DIM, SCORE_DIM))
+    if isinstance(a, str):
+        return wrong(a)
+    table = _score_table()
+    scores = table @ a @ table.T                              # (64, 64): s(m, n)
+    scale = float(np.abs(scores).max())
+    if scale < 1e-9:
+        return wrong("All scores are zero: constant in m, but they cannot tell anything apart.")
+    tol = 1e-5 * scale
+    spreads = {c: float(np.ptp(np.diagonal(scores, offset=c))) for c in range(-20, 21)}
+    worst = max(spreads, key=spreads.get)
+    if spreads[worst] > tol:
+        return wrong(
+            f"At offset n - m = {worst} the score still changes with m (spread "
+            f"{spreads[worst]:.3g}, tolerance {tol:.2g}). In the halves layout pair i is "
+            f"features i and i + {SCORE_DIM // 2}; which 2x2 blocks commute with every rotation?"
+        )
+    ahead = float(np.diagonal(scores, offset=SCORE_OFFSET)[0])
+    behind = float(np.diagonal(scores, offset=-SCORE_OFFSET)[0])
+    if abs(ahead - behind) <= 1e-3 * scale:
+        return wrong(
+            f"The scores depend on the offset only, but s(+{SCORE_OFFSET}) = {ahead:.4g} and "
+            f"s(-{SCORE_OFFSET}) = {behind:.4g} are equal: the matrix cannot tell before from "
+            "after. Which part of a 2x2 block is odd in the angle?"
+        )
+    return right(
+        f"Offset-only scores that know the direction: s(+{SCORE_OFFSET}) = {ahead:.4g}, "
+        f"s(-{SCORE_OFFSET}) = {behind:.4g}, the same for every m."
     )
