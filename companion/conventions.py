@@ -1,8 +1,12 @@
 """How other libraries write the same position schemes, and how to map them onto the companion.
 
-Each function re-derives, in a few lines and in this package's notation, *what* a family of
-libraries computes (not how their code is organised), so that the mapping in
-:data:`CONVENTIONS` can be executed and tested. Shapes follow the companion: ``(..., s, d)``.
+:data:`CONVENTIONS` has one row per family of libraries: what a reader porting code must
+match, the companion call that computes the same numbers, and (``transformers``) the
+function or module of Hugging Face ``transformers`` that chapter 10 and
+``tests/test_transformers_agreement.py`` execute against that call. The functions below
+write the other libraries' forms in the companion's notation, for readers without
+``transformers``; the same tests check them against the library. Shapes follow the
+companion: ``(..., s, d)``.
 """
 
 from __future__ import annotations
@@ -14,32 +18,79 @@ import torch
 
 from companion import _checks
 from companion.alibi import alibi_slopes
-from companion.rope import rope_frequencies
+from companion.rope import apply_rope, rope_frequencies
+from companion.sinusoidal import LAYOUTS
 
-# One row per library family: what a reader porting code must match.
+# One row per library family. "note" is kept out of the rendered table (it is long).
 CONVENTIONS = [
-    {"scheme": "sinusoidal", "where": "Vaswani et al. 2017; Annotated Transformer; PyTorch tutorial",
-     "companion": 'sinusoidal_table(n, d)', "layout": "interleaved", "offset": "positions from 0",
-     "note": "the formula as written"},
-    {"scheme": "sinusoidal", "where": "tensor2tensor get_timing_signal_1d; fairseq",
-     "companion": 'sinusoidal_table(n, d, base=10000 ** (d / (d - 2)), layout="halves")',
-     "layout": "halves", "offset": "fairseq: positions from padding_idx + 1",
-     "note": "frequencies 10000^(-i / (d/2 - 1)): the last one is exactly 1/10000"},
-    {"scheme": "RoPE", "where": "RoFormer; Meta's LLaMA reference code; GPT-J; torchtune",
-     "companion": 'apply_rope(x, layout="interleaved")', "layout": "interleaved (pairs 2i, 2i+1)",
-     "offset": "positions from 0", "note": "GPT-J rotates only the first rotary_dim features of a head"},
-    {"scheme": "RoPE", "where": "GPT-NeoX; Hugging Face LLaMA (rotate_half)",
-     "companion": 'apply_rope(x, layout="halves")', "layout": "halves (pairs i, i + d/2)",
-     "offset": "positions from 0",
-     "note": "GPT-NeoX rotates only a fraction of a head; converting Meta LLaMA weights permutes W_Q, W_K rows per head"},
-    {"scheme": "T5 bias", "where": "T5 (Mesh TensorFlow, Hugging Face)",
-     "companion": "t5_bucket(key - query)", "layout": "-", "offset": "relative = key - query",
-     "note": "keys after the query use the upper half of the buckets"},
-    {"scheme": "ALiBi", "where": "Press et al. reference code; BLOOM in Hugging Face",
-     "companion": "alibi_key_bias(h, k) under a causal mask", "layout": "-",
-     "offset": "bias m * j on key j, the same for every query",
-     "note": "equals alibi_bias(h, q) after softmax, because each row differs by a constant"},
+    {"scheme": "sinusoidal", "where": "paper; XLM", "layout": "interleaved", "offset": "from 0",
+     "companion": "sinusoidal_table(n, d)",
+     "transformers": "xlm: create_sinusoidal_embeddings",
+     "note": "the formula as written: sin at 2i, cos at 2i + 1"},
+    {"scheme": "sinusoidal", "where": "Marian; RoFormer", "layout": "halves", "offset": "from 0",
+     "companion": 'sinusoidal_table(n, d, layout="halves")',
+     "transformers": "MarianSinusoidalPositionalEmbedding",
+     "note": "the paper's frequencies, all sines first, then all cosines"},
+    {"scheme": "sinusoidal", "where": "fairseq; tensor2tensor; M2M100", "layout": "halves",
+     "offset": "from padding_idx + 1",
+     "companion": 'sinusoidal_table(n, d, base=b, layout="halves")',
+     "transformers": "M2M100SinusoidalPositionalEmbedding",
+     "note": "b = 10000 ** (d / (d - 2)) gives the frequencies 10000^(-i / (d/2 - 1)), the last "
+             "exactly 1/10000; the padding row is zero"},
+    {"scheme": "RoPE", "where": "RoFormer; Meta LLaMA; GPT-J", "layout": "interleaved", "offset": "from 0",
+     "companion": 'apply_rope(x, pos, layout="interleaved")',
+     "transformers": "gptj: apply_rotary_pos_emb; RoFormerSelfAttention",
+     "note": "GPT-J rotates only the first rotary_dim features of a head"},
+    {"scheme": "RoPE", "where": "GPT-NeoX; HF Llama", "layout": "halves", "offset": "from 0",
+     "companion": 'apply_rope(x, pos, layout="halves")',
+     "transformers": "LlamaRotaryEmbedding + apply_rotary_pos_emb",
+     "note": "NeoX rotates a fraction rotary_pct of each head, as halves of that part; porting Meta "
+             "LLaMA weights permutes the rows of W_Q per head and of W_K per KV head"},
+    {"scheme": "RoPE scaling", "where": "model cards' rope_scaling", "layout": "-", "offset": "-",
+     "companion": 'rope_frequencies(d, scaling={"type": ...})',
+     "transformers": "ROPE_INIT_FUNCTIONS",
+     "note": 'yarn ramps over the pair index (the paper\'s ramp over turns: "ramp": "rotations"); '
+             "llama3 ramps over turns; dynamic grows with the sequence"},
+    {"scheme": "T5 bias", "where": "T5 (Mesh TF, HF)", "layout": "-", "offset": "key - query",
+     "companion": "t5_bucket(key - query)",
+     "transformers": "T5Attention._relative_position_bucket",
+     "note": "keys after the query use the upper half of the buckets; T5 does not divide scores by "
+             "sqrt(d) (fold it into W_Q to run T5 weights in the companion)"},
+    {"scheme": "ALiBi", "where": "Press et al. code; BLOOM", "layout": "-", "offset": "m * j on key j",
+     "companion": "alibi_key_bias(h, k), causal",
+     "transformers": "bloom: build_alibi_tensor",
+     "note": "equals alibi_bias(h, q) after softmax under a causal mask: each row differs by a "
+             "constant; j counts non-padding keys"},
 ]
+
+
+def rope_partial(
+    x: torch.Tensor, positions: torch.Tensor | None = None, *, rotary_dim: int, layout: str = "halves",
+    base: float = 10000.0,
+) -> torch.Tensor:
+    """Partial rotary (GPT-NeoX ``rotary_pct``, GPT-J ``rotary_dim``): rotate the first
+    ``rotary_dim`` features of each head, pass the others through unchanged.
+
+    Inside the rotated part the pairs follow ``layout``: NeoX pairs ``(i, i + rotary_dim/2)``
+    (halves of the rotated part, not of the head), GPT-J ``(2i, 2i + 1)``. The speeds are
+    those of a head of dimension ``rotary_dim``.
+
+    Args:
+        x: ``(..., s, d)`` queries or keys.
+        positions: integer ``(s,)``; defaults to ``0 .. s-1``.
+        rotary_dim: even, at most ``d``.
+
+    Returns:
+        Tensor of the same shape and dtype as ``x``.
+    """
+    if not isinstance(x, torch.Tensor) or x.ndim < 2:
+        raise TypeError(f"x must be a torch.Tensor of shape (..., seq, dim), got {type(x).__name__}")
+    rotary_dim = _checks.even_int("rotary_dim", rotary_dim)
+    if rotary_dim > x.shape[-1]:
+        raise ValueError(f"rotary_dim={rotary_dim} must be at most the {x.shape[-1]} features of x")
+    layout = _checks.choice("layout", layout, LAYOUTS)
+    rotated = apply_rope(x[..., :rotary_dim], positions, base=base, layout=layout)
+    return torch.cat((rotated, x[..., rotary_dim:]), dim=-1)
 
 
 def _angles(positions: torch.Tensor, dim: int, base: float) -> torch.Tensor:

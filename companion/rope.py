@@ -12,9 +12,10 @@ Two layouts pair the features differently:
 They are the same rotation after the feature permutation :func:`layout_permutation`;
 weights trained with one layout are wrong under the other.
 
-Angles are computed in float64 and cast to the input's dtype afterwards: in float32 the
-product ``m * theta`` keeps only about 7 significant digits, so at position 100000, where
-angles reach 1e5 rad, they can be off by several thousandths of a radian.
+Angles ``m * theta_i`` are computed in float64 and cast to the input's dtype afterwards.
+The libraries people port from (Hugging Face ``transformers``, Meta's LLaMA code) compute them
+in float32, whose error grows like ``m * 2**-24`` radians (about 0.01 rad at m = 100000); what
+must be avoided is computing them in bfloat16, where position 257 already rounds to 256.
 """
 
 from __future__ import annotations
@@ -29,7 +30,24 @@ from torch import nn
 from companion import _checks
 from companion.sinusoidal import LAYOUTS, interleaved_to_halves
 
-SCALING_TYPES = ("linear", "ntk", "yarn")
+SCALING_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3")
+YARN_RAMPS = ("index", "rotations")
+
+
+_SCALING_KEYS = {
+    "linear": {"factor"},
+    "ntk": {"factor"},
+    "dynamic": {"factor", "original_max_len", "seq_len"},
+    "yarn": {"factor", "original_max_len", "beta_fast", "beta_slow", "ramp", "truncate"},
+    "llama3": {"factor", "original_max_len", "low_freq_factor", "high_freq_factor"},
+}
+
+
+def _pair_of_bounds(checked: dict, low: str, high: str, scaling: dict, defaults: tuple[float, float]) -> None:
+    checked[low] = _checks.real(f"scaling['{low}']", scaling.get(low, defaults[0]))
+    checked[high] = _checks.real(f"scaling['{high}']", scaling.get(high, defaults[1]))
+    if not 0 < checked[low] < checked[high]:
+        raise ValueError(f"need 0 < {low} < {high}, got {checked[low]} and {checked[high]}")
 
 
 def _check_scaling(scaling: Any) -> dict | None:
@@ -38,7 +56,7 @@ def _check_scaling(scaling: Any) -> dict | None:
     if not isinstance(scaling, dict):
         raise TypeError(f"scaling must be None or a dict like {{'type': 'linear', 'factor': 2.0}}, got {scaling!r}")
     kind = _checks.choice("scaling['type']", scaling.get("type"), SCALING_TYPES)
-    allowed = {"type", "factor"} | ({"original_max_len", "beta_fast", "beta_slow"} if kind == "yarn" else set())
+    allowed = {"type"} | _SCALING_KEYS[kind]
     unknown = set(scaling) - allowed
     if unknown:
         raise ValueError(f"unknown scaling keys {sorted(unknown)} for type {kind!r}; allowed: {sorted(allowed)}")
@@ -48,21 +66,54 @@ def _check_scaling(scaling: Any) -> dict | None:
     if factor < 1.0:
         raise ValueError(f"scaling['factor'] must be at least 1 (it stretches the context), got {factor}")
     checked = {"type": kind, "factor": factor}
-    if kind == "yarn":
+    if "original_max_len" in _SCALING_KEYS[kind]:
         if "original_max_len" not in scaling:
-            raise ValueError("yarn scaling needs 'original_max_len', the length the model was trained at")
+            raise ValueError(f"{kind} scaling needs 'original_max_len', the length the model was trained at")
         checked["original_max_len"] = _checks.positive_int("scaling['original_max_len']", scaling["original_max_len"])
-        checked["beta_fast"] = _checks.real("scaling['beta_fast']", scaling.get("beta_fast", 32.0))
-        checked["beta_slow"] = _checks.real("scaling['beta_slow']", scaling.get("beta_slow", 1.0))
-        if not 0 < checked["beta_slow"] < checked["beta_fast"]:
-            raise ValueError(f"need 0 < beta_slow < beta_fast, got {checked['beta_slow']} and {checked['beta_fast']}")
+    if kind == "dynamic":
+        if "seq_len" not in scaling:
+            raise ValueError("dynamic scaling needs 'seq_len', the length of the sequence being run")
+        checked["seq_len"] = _checks.positive_int("scaling['seq_len']", scaling["seq_len"])
+    if kind == "yarn":
+        _pair_of_bounds(checked, "beta_slow", "beta_fast", scaling, (1.0, 32.0))
+        checked["ramp"] = _checks.choice("scaling['ramp']", scaling.get("ramp", "index"), YARN_RAMPS)
+        truncate = scaling.get("truncate", True)
+        if not isinstance(truncate, bool):
+            raise TypeError(f"scaling['truncate'] must be True or False, got {truncate!r}")
+        if checked["ramp"] == "rotations" and "truncate" in scaling:
+            raise ValueError("scaling['truncate'] applies to ramp='index' only; remove it for ramp='rotations'")
+        checked["truncate"] = truncate
+    if kind == "llama3":
+        _pair_of_bounds(checked, "low_freq_factor", "high_freq_factor", scaling, (1.0, 4.0))
     return checked
+
+
+def _blend(theta: np.ndarray, s: float, keep: np.ndarray) -> np.ndarray:
+    """``keep * theta + (1 - keep) * theta / s``: 1 keeps a pair's speed, 0 interpolates it."""
+    return (1.0 - keep) * theta / s + keep * theta
+
+
+def _yarn_index_ramp(dim: int, base: float, scaling: dict) -> np.ndarray:
+    """``1 - ramp`` over the pair index, as the released YaRN code and ``transformers`` compute it."""
+
+    def pair_with_rotations(r: float) -> float:  # the (fractional) pair that turns r times within L
+        return dim * math.log(scaling["original_max_len"] / (r * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = pair_with_rotations(scaling["beta_fast"]), pair_with_rotations(scaling["beta_slow"])
+    if scaling["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)  # dim - 1, not dim/2 - 1: transformers' bound
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = np.clip((np.arange(dim // 2) - low) / (high - low), 0.0, 1.0)
+    return 1.0 - ramp
 
 
 def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = None) -> np.ndarray:
     """Rotation speeds ``theta_i`` in radians per position, after optional scaling.
 
-    ``scaling`` (``s`` is ``factor``):
+    ``scaling`` (``s`` is ``factor``, ``L`` is ``original_max_len``, and
+    ``r_i = L * theta_i / (2 pi)`` counts the turns of pair ``i`` within ``L``):
 
     * ``None``: ``theta_i = base ** (-2i/d)``.
     * ``{"type": "linear", "factor": s}``: position interpolation (Chen et al. 2023):
@@ -70,13 +121,28 @@ def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = 
     * ``{"type": "ntk", "factor": s}``: NTK-aware scaling: the base becomes
       ``base * s ** (d / (d - 2))``, so the fastest pair is unchanged and the slowest is
       divided by exactly ``s``.
-    * ``{"type": "yarn", "factor": s, "original_max_len": L}`` (Peng et al. 2023): with
-      ``r_i = L * theta_i / (2 pi)`` rotations of pair ``i`` within the trained length,
-      ``gamma_i = clip((r_i - beta_slow) / (beta_fast - beta_slow), 0, 1)`` and
-      ``theta_i' = (1 - gamma_i) * theta_i / s + gamma_i * theta_i``: pairs that turn many
-      times (``r > beta_fast = 32``) are kept, pairs that turn less than once
-      (``r < beta_slow = 1``) are interpolated, a linear ramp in between. The attention
-      temperature YaRN adds is separate: :func:`yarn_attention_scale`.
+    * ``{"type": "dynamic", "factor": s, "original_max_len": L, "seq_len": n}``: the
+      ``"dynamic"`` rope type of ``transformers``: NTK with the factor
+      ``s * max(n, L) / L - (s - 1)``, which is 1 up to ``n = L`` and grows with ``n``.
+    * ``{"type": "yarn", "factor": s, "original_max_len": L}`` (Peng et al. 2023): pairs
+      that turn more than ``beta_fast = 32`` times within ``L`` keep their speed, pairs
+      that turn less than ``beta_slow = 1`` times are divided by ``s``, and a linear ramp
+      blends the two in between, ``theta_i' = (1 - g_i) * theta_i / s + g_i * theta_i``.
+      ``"ramp"`` says over which variable ``g`` is linear:
+
+      - ``"index"`` (default): over the pair index ``i``, from ``floor`` of the pair with
+        ``beta_fast`` turns to ``ceil`` of the pair with ``beta_slow`` turns (``"truncate":
+        False`` keeps them fractional). This is the released YaRN code and
+        ``transformers``' ``_compute_yarn_parameters``, which checkpoints were tuned with.
+      - ``"rotations"``: over the turns, ``g_i = clip((r_i - beta_slow) / (beta_fast -
+        beta_slow), 0, 1)``, as the paper's equation writes it.
+
+      The attention temperature YaRN adds is separate: :func:`yarn_attention_scale`.
+    * ``{"type": "llama3", "factor": s, "original_max_len": L, "low_freq_factor": a,
+      "high_freq_factor": b}`` (Llama 3.1; defaults ``a = 1``, ``b = 4``): pairs with
+      more than ``b`` turns within ``L`` are kept, pairs with fewer than ``a`` are divided
+      by ``s``, and ``g_i = (r_i - a) / (b - a)`` in between: the ramp over turns, with
+      other thresholds and no temperature.
 
     Returns:
         float64 array ``(d/2,)``.
@@ -84,20 +150,26 @@ def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = 
     dim = _checks.even_int("dim", dim)
     base = _checks.base("base", base)
     scaling = _check_scaling(scaling)
-    if dim == 2 and scaling is not None and scaling["type"] == "ntk":
-        raise ValueError("ntk scaling needs dim >= 4 (its exponent is d / (d - 2))")
-    i = np.arange(dim // 2, dtype=np.float64)
-    if scaling is not None and scaling["type"] == "ntk":
+    kind = None if scaling is None else scaling["type"]
+    if dim == 2 and kind in ("ntk", "dynamic"):
+        raise ValueError(f"{kind} scaling needs dim >= 4 (its exponent is d / (d - 2))")
+    if kind == "ntk":
         base = base * scaling["factor"] ** (dim / (dim - 2))
-    theta = 1.0 / base ** (2.0 * i / dim)
-    if scaling is None or scaling["type"] == "ntk":
+    if kind == "dynamic":
+        s, length = scaling["factor"], max(scaling["seq_len"], scaling["original_max_len"])
+        base = base * (s * length / scaling["original_max_len"] - (s - 1)) ** (dim / (dim - 2))
+    theta = 1.0 / base ** (2.0 * np.arange(dim // 2, dtype=np.float64) / dim)
+    if kind in (None, "ntk", "dynamic"):
         return theta
     s = scaling["factor"]
-    if scaling["type"] == "linear":
+    if kind == "linear":
         return theta / s
+    if kind == "yarn" and scaling["ramp"] == "index":
+        return _blend(theta, s, _yarn_index_ramp(dim, base, scaling))
+    low, high = ((scaling["beta_slow"], scaling["beta_fast"]) if kind == "yarn"
+                 else (scaling["low_freq_factor"], scaling["high_freq_factor"]))
     rotations = scaling["original_max_len"] * theta / (2 * np.pi)
-    gamma = np.clip((rotations - scaling["beta_slow"]) / (scaling["beta_fast"] - scaling["beta_slow"]), 0.0, 1.0)
-    return (1.0 - gamma) * theta / s + gamma * theta
+    return _blend(theta, s, np.clip((rotations - low) / (high - low), 0.0, 1.0))
 
 
 def yarn_attention_scale(factor: float) -> float:
@@ -176,15 +248,15 @@ def permute_qk_weights(weight: torch.Tensor, num_heads: int, *, to: str) -> torc
     return weight[index].clone()
 
 
-def _check_positions(positions: Any, seq: int) -> torch.Tensor:
+def _check_positions(positions: Any, seq: int, *, name: str = "positions", against: str = "x") -> torch.Tensor:
     if positions is None:
         return torch.arange(seq)
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"positions must be an integer torch.Tensor of shape (seq,), got {type(positions).__name__}")
+        raise TypeError(f"{name} must be an integer torch.Tensor of shape (seq,), got {type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
-        raise TypeError(f"positions must be integers, got dtype {positions.dtype}")
+        raise TypeError(f"{name} must be integers, got dtype {positions.dtype}")
     if positions.shape != (seq,):
-        raise ValueError(f"positions must have shape (seq,) = ({seq},) to match x, got {tuple(positions.shape)}")
+        raise ValueError(f"{name} must have shape (seq,) = ({seq},) to match {against}, got {tuple(positions.shape)}")
     return positions
 
 
@@ -244,7 +316,8 @@ class RotaryEmbedding(nn.Module):
     """RoPE as a ``qk_transform`` hook: ``forward(q, k, positions=None) -> (q, k)``.
 
     Keeps cos/sin tables for positions ``0 .. cached_len - 1`` as non-persistent buffers and
-    rebuilds them, at least twice as long, when a later position arrives.
+    rebuilds them, at least twice as long, when a later position arrives. The tables are
+    always rebuilt from float64 speeds, even after ``.to(torch.bfloat16)``.
 
     Args:
         dim: features per head ``d`` (even).
@@ -271,9 +344,9 @@ class RotaryEmbedding(nn.Module):
         if self.attention_scale <= 0:
             raise ValueError(f"attention_scale must be positive, got {attention_scale}")
         self.layout = _checks.choice("layout", layout, LAYOUTS)
-        self.register_buffer(
-            "theta", torch.from_numpy(rope_frequencies(dim, base=base, scaling=scaling)), persistent=False
-        )
+        # A plain array, so that casting the module (e.g. to bfloat16) cannot round the speeds.
+        self._theta64 = rope_frequencies(dim, base=base, scaling=scaling)
+        self.register_buffer("theta", torch.from_numpy(self._theta64.copy()), persistent=False)
         self._build_cache(_checks.positive_int("max_len", max_len))
 
     @property
@@ -281,28 +354,63 @@ class RotaryEmbedding(nn.Module):
         return self.cos.shape[0]
 
     def _build_cache(self, length: int) -> None:
-        angles = torch.arange(length, dtype=torch.float64, device=self.theta.device)[:, None] * self.theta
+        theta = torch.from_numpy(self._theta64).to(self.theta.device)
+        angles = torch.arange(length, dtype=torch.float64, device=theta.device)[:, None] * theta
         self.register_buffer("cos", angles.cos(), persistent=False)  # (cached_len, d/2)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
-    def _rotate(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    def rotate(self, x: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Rotate one tensor, e.g. new keys before they are cached.
+
+        Args:
+            x: ``(..., s, d)`` queries or keys.
+            positions: non-negative integer ``(s,)``; defaults to ``0 .. s-1``.
+
+        Returns:
+            Tensor of the same shape and dtype as ``x``.
+        """
         x = _check_input(x)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has {x.shape[-1]} features per head but the embedding has dim={self.dim}")
-        cos = (self.cos[positions] * self.attention_scale).to(x.dtype)
-        sin = (self.sin[positions] * self.attention_scale).to(x.dtype)
-        return _rotate(x, cos, sin, self.layout)
-
-    def forward(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor | None = None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        q, k = _check_input(q), _check_input(k)
-        if q.shape[-2] != k.shape[-2]:
-            raise ValueError(f"q and k must have the same length to share positions, got {q.shape[-2]} and {k.shape[-2]}")
-        positions = _check_positions(positions, q.shape[-2]).to(self.theta.device)
+        positions = _check_positions(positions, x.shape[-2]).to(self.theta.device)
         if positions.numel() and int(positions.min()) < 0:
             raise ValueError("positions must be non-negative for the cached tables; use apply_rope for others")
         needed = int(positions.max()) + 1 if positions.numel() else 0
         if needed > self.cached_len:
             self._build_cache(max(needed, 2 * self.cached_len))
-        return self._rotate(q, positions), self._rotate(k, positions)
+        cos = (self.cos[positions] * self.attention_scale).to(x.dtype)
+        sin = (self.sin[positions] * self.attention_scale).to(x.dtype)
+        return _rotate(x, cos, sin, self.layout)
+
+    def forward(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotate queries ``(..., q, d)`` and keys ``(..., k, d)``.
+
+        Either ``positions`` (``(s,)``, shared; then ``q`` and ``k`` have the same length
+        ``s``; default ``0 .. s-1``) or both ``q_positions`` ``(q,)`` and ``k_positions``
+        ``(k,)``, for queries and keys of different lengths (decoding with a cache).
+        """
+        q, k = _check_input(q), _check_input(k)
+        separate = q_positions is not None or k_positions is not None
+        if separate and positions is not None:
+            raise ValueError("pass either positions (shared by q and k) or q_positions and k_positions, not both")
+        if separate:
+            if q_positions is None or k_positions is None:
+                raise ValueError("pass both q_positions and k_positions (one (seq,) tensor each)")
+            _check_positions(q_positions, q.shape[-2], name="q_positions", against="q")
+            _check_positions(k_positions, k.shape[-2], name="k_positions", against="k")
+            return self.rotate(q, q_positions), self.rotate(k, k_positions)
+        if q.shape[-2] != k.shape[-2]:
+            raise ValueError(
+                f"q and k must have the same length to share positions, got {q.shape[-2]} and {k.shape[-2]}; "
+                "pass q_positions and k_positions for different lengths"
+            )
+        positions = _check_positions(positions, q.shape[-2])
+        return self.rotate(q, positions), self.rotate(k, positions)

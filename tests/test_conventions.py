@@ -13,6 +13,7 @@ from companion.conventions import (
     rope_complex_pairs,
     rope_rotate_every_two,
     rope_rotate_half,
+    rope_partial,
     sinusoidal_fairseq,
 )
 from companion.relative import T5RelativeBias, t5_bucket
@@ -29,9 +30,9 @@ POS = torch.tensor([0, 1, 2, 3, 5, 8, 13, 21, 1000])
 
 
 def test_the_table_covers_every_scheme():
-    assert {row["scheme"] for row in CONVENTIONS} == {"sinusoidal", "RoPE", "T5 bias", "ALiBi"}
+    assert {row["scheme"] for row in CONVENTIONS} == {"sinusoidal", "RoPE", "RoPE scaling", "T5 bias", "ALiBi"}
     for row in CONVENTIONS:
-        assert set(row) == {"scheme", "where", "companion", "layout", "offset", "note"}
+        assert set(row) == {"scheme", "where", "companion", "transformers", "layout", "offset", "note"}
 
 
 def test_paper_sinusoids_are_the_interleaved_table():
@@ -136,3 +137,17 @@ def test_bad_arguments():
         sinusoidal_fairseq(5, 7)
     with pytest.raises(TypeError, match="num_positions must be an integer"):
         sinusoidal_fairseq(5.0, 8)
+
+
+def test_partial_rotary_rotates_the_first_features_only(x):
+    out = rope_partial(x, POS, rotary_dim=4, layout="halves")
+    torch.testing.assert_close(out[..., 4:], x[..., 4:], rtol=0, atol=0)
+    # The rotated part is a head of dimension 4 of its own: pairs (0, 2) and (1, 3).
+    torch.testing.assert_close(out[..., :4], apply_rope(x[..., :4], POS, layout="halves"), rtol=0, atol=0)
+    torch.testing.assert_close(rope_partial(x, POS, rotary_dim=16), apply_rope(x, POS, layout="halves"))
+    with pytest.raises(ValueError, match="at most"):
+        rope_partial(x, POS, rotary_dim=18)
+    with pytest.raises(ValueError, match="rotary_dim must be even"):
+        rope_partial(x, POS, rotary_dim=3)
+    with pytest.raises(TypeError, match="x must be a torch.Tensor"):
+        rope_partial([1.0, 2.0], rotary_dim=2)

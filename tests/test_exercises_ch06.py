@@ -146,3 +146,24 @@ def test_missing_rows_rejects_typical_mistakes(answer, hint):
 def test_missing_rows_never_raises(answer):
     feedback = check_positions_without_row(answer)
     assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- float32 answers (a right answer computed in float32 must pass) ----------------------
+
+def test_t5_buckets_accept_float32():
+    answer = np.array([15, 10, 3, 0, 21, 28], dtype=np.float32)
+    assert check_t5_buckets_of_offsets(answer)
+    assert check_t5_buckets_of_offsets(torch.from_numpy(answer))
+
+
+def test_shaw_index_accepts_float32():
+    i, j = np.meshgrid(np.arange(5), np.arange(5), indexing="ij")
+    answer = (np.clip(j - i, -3, 3) + 3).astype(np.float32)
+    assert check_shaw_index_matrix(answer)
+    assert check_shaw_index_matrix(torch.from_numpy(answer))
+
+
+def test_positions_without_row_accept_float32():
+    answer = np.arange(512, 600, dtype=np.float32)
+    assert check_positions_without_row(answer)
+    assert check_positions_without_row(torch.from_numpy(answer))

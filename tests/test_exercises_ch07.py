@@ -154,3 +154,24 @@ def test_the_converted_weight_gives_the_same_scores():
 def test_checkers_never_raise_on_bad_input(checker, bad):
     feedback = checker(bad)
     assert isinstance(feedback, Feedback) and not feedback.ok and feedback.message
+
+
+# ---- float32 answers (a right answer computed in float32 must pass) ----------------------
+
+def test_rotated_vector_accepts_a_float32_computation():
+    v = torch.tensor(ROPE_HAND_VECTOR, dtype=torch.float32)
+    z = torch.view_as_complex(v.reshape(2, 2).contiguous())
+    angles = 3 * 10000.0 ** (-torch.arange(0, 4, 2, dtype=torch.float32) / 4)
+    answer = torch.view_as_real(z * torch.polar(torch.ones(2), angles)).reshape(4)
+    assert answer.dtype == torch.float32 and check_rope_rotated_vector(answer)
+
+
+def test_pair_permutation_accepts_float32():
+    assert check_rope_pair_permutation(np.array([0, 2, 4, 6, 1, 3, 5, 7], dtype=np.float32))
+
+
+def test_halves_query_weight_accepts_float32():
+    w = rope_interleaved_query_weight()
+    rows = [h * 8 + r for h in range(2) for r in (0, 2, 4, 6, 1, 3, 5, 7)]
+    assert check_rope_halves_query_weight(w[rows].astype(np.float32))
+    assert check_rope_halves_query_weight(torch.from_numpy(w).float()[rows])

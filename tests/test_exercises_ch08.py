@@ -153,3 +153,20 @@ def test_ntk_unseen_never_raises(answer):
     feedback = check_ntk_unseen_pairs(answer)
     assert isinstance(feedback, Feedback) and not feedback
     assert "expected" in feedback.message
+
+
+# ---- float32 answers (a right answer computed in float32 must pass) ----------------------
+
+def test_ntk_base_accepts_float32():
+    assert check_ntk_base(np.float32(10000.0) * np.float32(8.0) ** np.float32(128 / 126))
+    assert check_ntk_base(torch.tensor(10000.0) * torch.tensor(8.0) ** (128 / 126))
+
+
+def test_yarn_classes_accept_float32():
+    assert check_yarn_classes(np.array([11, 9], dtype=np.float32))
+    assert check_yarn_classes(torch.tensor([11.0, 9.0]))
+
+
+def test_ntk_unseen_accepts_float32():
+    assert check_ntk_unseen_pairs(np.float32(8))
+    assert check_ntk_unseen_pairs(torch.tensor(8.0))

@@ -115,3 +115,26 @@ def test_half_lives_reject_typical_mistakes(answer, hint):
 def test_half_lives_never_raise(answer):
     feedback = check_alibi_half_lives(answer)
     assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- float32 answers (a right answer computed in float32 must pass) ----------------------
+
+def _slopes_by_hand_float32(n):
+    p = 2 ** int(math.floor(math.log2(n)))
+    own = [2.0 ** (-8.0 * k / p) for k in range(1, p + 1)]
+    extra = [2.0 ** (-8.0 * k / (2 * p)) for k in range(1, 2 * p + 1, 2)][: n - p]
+    return torch.tensor(own + extra, dtype=torch.float32)
+
+
+def test_slopes_accept_float32():
+    assert check_alibi_slopes_12(_slopes_by_hand_float32(12))
+    assert check_alibi_slopes_12(_slopes_by_hand_float32(12).numpy())
+
+
+def test_bias_entry_accepts_float32():
+    assert check_alibi_bias_entry(-_slopes_by_hand_float32(12)[10] * 7)
+
+
+def test_half_lives_accept_float32():
+    answer = torch.log(torch.tensor(2.0)) / _slopes_by_hand_float32(16)
+    assert answer.dtype == torch.float32 and check_alibi_half_lives(answer)

@@ -69,3 +69,16 @@ def test_fairseq_mapping():
     for junk in [None, "12", (base,), (base, 12.5), ("b", 12), (True, 12), (float("nan"), 12)]:
         feedback = check_fairseq_mapping(junk)
         assert not feedback and feedback.message
+
+
+# ---- float32 answers (a right answer computed in float32 must pass) ----------------------
+
+def test_port_accepts_a_float32_permutation():
+    good = halves_rows(porting_exercise_weights().float(), 4)
+    assert good.dtype == torch.float32 and check_ported_query_weight(good)
+    assert check_ported_query_weight(good.numpy())
+
+
+def test_fairseq_mapping_accepts_float32():
+    assert check_fairseq_mapping((np.float32(10000.0) ** np.float32(64 / 62), np.float32(12.0)))
+    assert check_fairseq_mapping((torch.tensor(10000.0) ** (64 / 62), torch.tensor(12.0)))

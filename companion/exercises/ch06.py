@@ -48,7 +48,7 @@ def check_t5_buckets_of_offsets(answer) -> Feedback:
         return problem
     expected = [_t5_reference(r) for r in T5_OFFSETS]
     if values == expected:
-        return right("Keys behind the query use buckets 0..15, keys ahead 16..31; far ones share wide buckets.")
+        return right("Keys behind use buckets 0..15, keys ahead 16..31; far ones share wide buckets.")
     if values == [_t5_reference(-r) for r in T5_OFFSETS]:
         return wrong(
             "The halves are swapped: the offset T5 buckets is key position minus query position, "

@@ -38,15 +38,15 @@ def check_rope_rotated_vector(answer) -> Feedback:
         return wrong(got + ("; turn each complex number back into two real features" if "complex" in got else ""))
     x = np.array(ROPE_HAND_VECTOR)
     expected = _rotate_interleaved(x, ROPE_HAND_POSITION)
-    if np.allclose(got, expected, atol=1e-6):
+    if np.allclose(got, expected, atol=1e-5):  # float32 answers welcome
         return right("Each pair turned by 3 * theta_i and kept its length.")
-    if np.allclose(got, x, atol=1e-6):
+    if np.allclose(got, x, atol=1e-5):
         return wrong("This is the vector unchanged: position 3 should turn every pair by 3 * theta_i.")
-    if np.allclose(got, _rotate_interleaved(x, -ROPE_HAND_POSITION), atol=1e-6):
+    if np.allclose(got, _rotate_interleaved(x, -ROPE_HAND_POSITION), atol=1e-5):
         return wrong("The pairs turned the wrong way: multiply by exp(+i m theta_i), not by its conjugate.")
     pair_norms = np.hypot(got[0::2], got[1::2])
-    if not np.allclose(pair_norms, np.hypot(x[0::2], x[1::2]), atol=1e-6):
-        if np.allclose(np.hypot(got[:2], got[2:]), np.hypot(x[:2], x[2:]), atol=1e-6):
+    if not np.allclose(pair_norms, np.hypot(x[0::2], x[1::2]), atol=1e-5):
+        if np.allclose(np.hypot(got[:2], got[2:]), np.hypot(x[:2], x[2:]), atol=1e-5):
             return wrong("You paired feature j with feature j + d/2 (the halves layout); this exercise pairs (0, 1) and (2, 3).")
         return wrong("A rotation keeps each pair's length, and yours changed: check which features form a pair.")
     return wrong(
@@ -100,16 +100,16 @@ def check_rope_halves_query_weight(answer) -> Feedback:
     w = rope_interleaved_query_weight()
     perm = _layout_perm(WEIGHT_HEAD_DIM)
     rows = np.concatenate([h * WEIGHT_HEAD_DIM + perm for h in range(WEIGHT_HEADS)])
-    if np.allclose(got, w[rows], atol=1e-9):
+    if np.allclose(got, w[rows], rtol=1e-6, atol=1e-6):
         return right("Each head's output rows are reordered; the inputs (columns) are untouched.")
-    if np.allclose(got, w, atol=1e-9):
+    if np.allclose(got, w, rtol=1e-6, atol=1e-6):
         return wrong("This is the weight unchanged; the halves layout pairs different output features.")
-    if np.allclose(got, w[_layout_perm(shape[0])], atol=1e-9):
+    if np.allclose(got, w[_layout_perm(shape[0])], rtol=1e-6, atol=1e-6):
         return wrong("Each head rotates its own 8 features: permute the rows within each head, not across all 16.")
     inverse_rows = np.concatenate([h * WEIGHT_HEAD_DIM + np.argsort(perm) for h in range(WEIGHT_HEADS)])
-    if np.allclose(got, w[inverse_rows], atol=1e-9):
+    if np.allclose(got, w[inverse_rows], rtol=1e-6, atol=1e-6):
         return wrong("The rows moved the opposite way: that is the inverse permutation.")
-    if np.allclose(np.sort(got, axis=0), np.sort(w, axis=0), atol=1e-9):
+    if np.allclose(np.sort(got, axis=0), np.sort(w, axis=0), rtol=1e-6, atol=1e-6):
         return wrong("The rows are reordered, but not as the halves layout needs; check the order within each head.")
     return wrong(
         "The new weight should contain the same rows as the old one, in another order: the query "

@@ -35,7 +35,11 @@ def _as_count(answer: Any) -> int | str:
 
 def check_ntk_base(answer: Any) -> Feedback:
     """Exercise ch08-ntk-base: the NTK-aware base for d = 128, s = 8 (original base 10000)."""
-    return ntk_base_feedback(answer, NTK_DIM, NTK_FACTOR)
+    feedback = ntk_base_feedback(answer, NTK_DIM, NTK_FACTOR)
+    if feedback:
+        target = _BASE * NTK_FACTOR ** (NTK_DIM / (NTK_DIM - 2))
+        return right(f"base {target:,.1f}: the fastest pair keeps its speed, the slowest is 8x slower.")
+    return feedback
 
 
 def ntk_base_feedback(answer: Any, d: int, s: float) -> Feedback:
@@ -82,8 +86,8 @@ def check_yarn_classes(answer: Any) -> Feedback:
     kept, interpolated = int(np.sum(turns > 32)), int(np.sum(turns < 1))
     ramp = CLASSES_DIM // 2 - kept - interpolated
     if pair == (kept, interpolated):
-        return right(f"{kept} pairs turn more than 32 times within L and are kept, {interpolated} turn less than "
-                     f"once and are interpolated; the other {ramp} are on the ramp.")
+        return right(f"{kept} pairs (over 32 turns) kept, {interpolated} (under 1 turn) interpolated, "
+                     f"{ramp} on the ramp.")
     if pair == (interpolated, kept):
         return wrong("the two counts are swapped: the fast pairs (many turns) are the ones kept.")
     if sum(pair) == CLASSES_DIM // 2:
@@ -107,8 +111,8 @@ def check_ntk_unseen_pairs(answer: Any) -> Feedback:
     partial = length * theta < 2 * math.pi
     unseen = int(np.sum(partial & ((s * length - 1) * stretched > length * theta)))
     if count == unseen:
-        return right(f"{unseen} of the {int(partial.sum())} slow pairs run past their trained arc; only the "
-                     "slowest one is divided by the full factor.")
+        return right(f"{unseen} of the {int(partial.sum())} slow pairs pass their trained arc; "
+                     "only the slowest is divided by s.")
     if count == int(partial.sum()):
         return wrong("that is every pair with less than one turn; is there one that NTK slows down by exactly s?")
     if count == 0:

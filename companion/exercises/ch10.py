@@ -44,7 +44,7 @@ def check_ported_query_weight(answer) -> Feedback:
         return wrong("the answer contains NaN or infinity; a permutation only moves entries around")
     original = w.numpy()
     if np.allclose(array, permute_qk_weights(w, _HEADS, to="halves").numpy(), atol=1e-6):
-        return right("every head's rows now pair feature i with feature i + d/2, as rotate_half expects.")
+        return right("each head's rows now pair feature i with i + d/2, as rotate_half expects.")
     if np.allclose(array, original, atol=1e-6):
         return wrong("this is the weight unchanged; rotate_half pairs different features than the interleaved layout")
     if np.allclose(array, original[interleaved_to_halves(_HEADS * _HEAD_DIM)], atol=1e-6):
@@ -81,4 +81,4 @@ def check_fairseq_mapping(answer) -> Feedback:
         return wrong("the base is right; but fairseq does not number tokens from 0")
     if int(position) != 12:
         return wrong("the base is right; token t reads the row numbered t + padding_idx + 1")
-    return right("fairseq's table is the halves table with base 10000^(d/(d-2)), read two rows further on.")
+    return right("fairseq's: the halves table, base 10000^(d/(d-2)), read two rows further on.")
