@@ -11,12 +11,12 @@ companion: ``(..., s, d)``.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
 
 from companion import _checks
+from companion.sinusoidal import tensor2tensor_timing_signal
 from companion.alibi import alibi_slopes
 from companion.rope import apply_rope, rope_frequencies
 from companion.sinusoidal import LAYOUTS
@@ -136,14 +136,7 @@ def sinusoidal_fairseq(num_positions: int, dim: int, *, padding_idx: int | None 
     Returns:
         float64 array ``(num_positions, dim)``.
     """
-    num_positions = _checks.positive_int("num_positions", num_positions)
-    dim = _checks.even_int("dim", dim)
-    if dim < 4:
-        raise ValueError(f"dim must be at least 4 for this spacing (it divides by d/2 - 1), got {dim}")
-    half = dim // 2
-    w = np.exp(-np.arange(half) * math.log(10000.0) / (half - 1))
-    angles = np.arange(num_positions)[:, None] * w
-    table = np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
+    table = tensor2tensor_timing_signal(num_positions, _checks.even_int("dim", dim))
     if padding_idx is not None:
         table[padding_idx] = 0.0
     return table

@@ -84,18 +84,26 @@ def _model_config(source: MarkovChain, options: dict | None, **settings) -> Mode
 
 
 def _extrapolation_run(config, train_config, source, lens, num_tokens, position_sequences, stride, strided_lens,
-                       strided_tokens):
+                       strided_tokens, extra_steps, device):
     """One (scheme, seed) run of :func:`length_extrapolation`; plain data only."""
-    model, history = train(config, train_config, source)
-    out = {
-        "loss": [evaluate(model, source, lens, num_tokens=num_tokens)[n] for n in lens],
-        "excess_by_position": loss_by_position(model, source, max(lens), num_sequences=position_sequences,
-                                               excess=True),
-        "history": history,
-    }
-    if stride is not None:
-        strided = evaluate(model, source, strided_lens, num_tokens=strided_tokens, stride=stride, excess=True)
-        out["strided"] = [strided[n] for n in strided_lens]
+    out = {}
+
+    def measure(step, model):
+        if step != train_config.steps:
+            return
+        out["loss"] = [evaluate(model, source, lens, num_tokens=num_tokens)[n] for n in lens]
+        out["excess_by_position"] = loss_by_position(model, source, max(lens), num_sequences=position_sequences,
+                                                     excess=True)
+        if stride is not None:
+            strided = evaluate(model, source, strided_lens, num_tokens=strided_tokens, stride=stride, excess=True)
+            out["strided"] = [strided[n] for n in strided_lens]
+
+    longer = dataclasses.replace(train_config, steps=train_config.steps + extra_steps)
+    model, history = train(config, longer, source, callback=measure, device=device)
+    out["history"] = history[: train_config.steps]
+    if extra_steps:
+        out["long_loss"] = [evaluate(model, source, lens, num_tokens=num_tokens)[n] for n in lens]
+        out["long_history"] = history
     return out
 
 
@@ -110,10 +118,12 @@ def length_extrapolation(
     position_sequences: int = 128,
     stride: int | None = None,
     strided_lens: Sequence[int] | None = None,
-    strided_tokens: int = 4096,
+    strided_tokens: int = 2048,
+    extra_steps: dict[str, int] | None = None,
     model_options: dict | None = None,
     source: MarkovChain | None = None,
     workers: int | None = None,
+    device=None,
 ) -> dict:
     """Train one model per scheme and seed at ``train_len``; evaluate at each length.
 
@@ -123,6 +133,10 @@ def length_extrapolation(
     least ``length - stride`` tokens of context, and scored as the excess over the chain's
     own loss on the same tokens (0 is the best possible). ``model_options`` are extra :class:`ModelConfig` fields for every
     model (e.g. ``{"rope_base": 100.0}``); ``source`` replaces the lab's chain.
+    ``extra_steps`` (e.g. ``{"none": 1200}``) trains those schemes on past ``steps`` (every
+    result above is still taken at ``steps``: the run passes through the same state) and
+    adds their loss at the end as ``"long_loss"`` and ``"long_history"``. ``device``
+    (e.g. ``"cuda"``) is where every model trains; use ``workers=1`` with a single GPU.
 
     Returns:
         ``{"lens", "seeds", "floor", "floor_by_length",
@@ -139,24 +153,36 @@ def length_extrapolation(
     for scheme in schemes:
         _checks.choice("scheme", scheme, SCHEMES)
     strided_lens = [train_len * m for m in (1, 2, 6)] if strided_lens is None else list(strided_lens)
+    extra_steps = dict(extra_steps or {})
+    for scheme, extra in extra_steps.items():
+        _checks.choice("extra_steps scheme", scheme, tuple(schemes))
+        _checks.positive_int(f"extra_steps[{scheme!r}]", extra)
     max_len = max(lens + (strided_lens if stride is not None else []))
     tasks = [
         (_model_config(source, model_options, position=scheme, max_len=max_len),
          TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, lens, num_tokens,
-         position_sequences, stride, strided_lens, strided_tokens)
+         position_sequences, stride, strided_lens, strided_tokens, extra_steps.get(scheme, 0), device)
         for scheme in schemes for seed in seeds
     ]
-    runs = iter(run_parallel(_extrapolation_run, tasks, workers))
-    per_scheme = {scheme: [next(runs) for _ in seeds] for scheme in schemes}
+    # The longest runs first, so that the workers finish together; results come back in place.
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][-2])
+    runs = [None] * len(tasks)
+    for i, run in zip(order, run_parallel(_extrapolation_run, [tasks[i] for i in order], workers)):
+        runs[i] = run
+    per_scheme = {scheme: runs[k * len(seeds) : (k + 1) * len(seeds)] for k, scheme in enumerate(schemes)}
     result = {
-        "lens": lens, "seeds": seeds, "floor": source.entropy_rate(),
-        "floor_by_length": floor_by_length(source, lens),
+        "lens": lens, "seeds": seeds, "steps": steps, "model_options": dict(model_options or {}),
+        "floor": source.entropy_rate(), "floor_by_length": floor_by_length(source, lens),
     }
     keys = ("loss", "history", "excess_by_position") + (("strided",) if stride is not None else ())
     for key in keys:
         result[key] = {s: np.array([run[key] for run in runs_]) for s, runs_ in per_scheme.items()}
     if stride is not None:
         result["strided_lens"] = strided_lens
+    for scheme in extra_steps:
+        result.setdefault("long_loss", {})[scheme] = np.array([run["long_loss"] for run in per_scheme[scheme]])
+        result.setdefault("long_history", {})[scheme] = np.array([run["long_history"] for run in per_scheme[scheme]])
+    result["long_steps"] = {scheme: steps + extra for scheme, extra in extra_steps.items()}
     return result
 
 
@@ -258,13 +284,15 @@ def _rope_extension_run(config, train_config, source, factors, finetune_factor, 
         return with_rope_scaling(base_model, rope_scalings(factor, train_len)[method], attention_scale=scale)
 
     out = {"trained": evaluate(base_model, source, [train_len], num_tokens=num_tokens)[train_len],
-           "history": history, "zero_shot": {}, "finetuned": {}}
+           "history": history, "zero_shot": {}, "finetuned": {}, "state": base_model.state_dict()}
     long_len = finetune_factor * train_len
     for method in rope_scalings(2, train_len):
         out["zero_shot"][method] = {
             f: evaluate(stretched(method, f), source, [f * train_len], num_tokens=num_tokens)[f * train_len]
             for f in factors
         }
+        if not finetune_steps:
+            continue
         tune = TrainConfig(steps=finetune_steps, seq_len=long_len, seed=seed + 100, warmup=1, lr=1e-3)
         tuned, _ = train(config, tune, source, model=stretched(method, finetune_factor))
         out["finetuned"][method] = evaluate(tuned, source, [long_len], num_tokens=num_tokens)[long_len]
@@ -287,7 +315,8 @@ def rope_extension(
     """Stretch a RoPE model trained at ``train_len`` to ``factor * train_len``, per seed.
 
     Zero-shot for every factor and method; then, at ``finetune_factor`` only, each method
-    is fine-tuned for ``finetune_steps`` steps at the longer length (a fresh copy each).
+    is fine-tuned for ``finetune_steps`` steps at the longer length (a fresh copy each;
+    ``finetune_steps=0`` skips this and leaves ``"finetuned"`` empty).
     YaRN also gets its attention temperature. ``model_options`` are extra
     :class:`ModelConfig` fields (e.g. ``{"rope_base": 100.0}``).
 
@@ -300,6 +329,8 @@ def rope_extension(
     train_len = _checks.positive_int("train_len", train_len)
     factors = [_checks.positive_int("factor", f) for f in factors]
     finetune_factor = _checks.positive_int("finetune_factor", finetune_factor)
+    if _checks.integer("finetune_steps", finetune_steps) < 0:
+        raise ValueError(f"finetune_steps must be 0 (no fine-tuning) or positive, got {finetune_steps}")
     seeds = _seeds(seeds)
     lens = [train_len] + [f * train_len for f in factors]
     config = _model_config(source, model_options, position="rope")
@@ -307,14 +338,48 @@ def rope_extension(
               finetune_steps, num_tokens) for seed in seeds]
     runs = run_parallel(_rope_extension_run, tasks, workers)
     methods = list(rope_scalings(2, train_len))
+    models = []
+    for run in runs:
+        model = TinyDecoder(config)
+        model.load_state_dict(run["state"])
+        models.append(model.eval())
     return {
-        "seeds": seeds, "factors": factors,
+        "seeds": seeds, "factors": factors, "steps": steps, "model_options": dict(model_options or {}),
         "floor_by_length": floor_by_length(source, sorted(set(lens + [finetune_factor * train_len]))),
         "trained": np.array([r["trained"] for r in runs]),
         "history": np.array([r["history"] for r in runs]),
         "zero_shot": {m: np.array([[r["zero_shot"][m][f] for f in factors] for r in runs]) for m in methods},
-        "finetuned": {m: np.array([r["finetuned"][m] for r in runs]) for m in methods},
+        "finetuned": {m: np.array([r["finetuned"][m] for r in runs]) for m in methods if finetune_steps},
+        "models": models,
     }
+
+
+def robust(values: Sequence[float], *, above: float | None = None, below: float | None = None,
+           factor: float = 2.0) -> bool:
+    """Whether every value is beyond the threshold by at least ``factor`` times their spread.
+
+    The lab's rule for a claim: it must hold for every seed, and the margin between the
+    seeds' values and the threshold must be at least twice their spread (half their range,
+    the "±" of :func:`mean_and_spread`), so that a new seed, or another CPU, is unlikely to
+    cross it. Give exactly one of ``above`` and ``below``.
+    """
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if (above is None) == (below is None):
+        raise ValueError("give exactly one of above= and below=")
+    if values.size < 2:
+        raise ValueError(f"a claim needs at least two seeds' values, got {values.size}")
+    spread = float(values.max() - values.min()) / 2
+    margin = float(values.min() - above) if above is not None else float(below - values.max())
+    return margin > 0 and margin >= factor * spread
+
+
+def approx(value: float, digits: int = 2) -> str:
+    """A training-derived number as the book prints it, e.g. ``"≈1.62"``.
+
+    The mark tells the reader the last digit may differ on another machine, and tells the
+    notebook tests to mask it (``tests/nbval_sanitize.cfg``); asserts carry the claims.
+    """
+    return f"≈{float(value):.{_checks.positive_int('digits', digits)}f}"
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:

@@ -109,12 +109,15 @@ def train(
     model: TinyDecoder | None = None,
     progress: bool | None = None,
     device=None,
+    callback=None,
 ) -> tuple[TinyDecoder, list[float]]:
     """Train a new model (or continue training ``model``) and return it with its loss per step.
 
     The seed is set before the model is built, so the same configs give the same model,
     bit for bit, on the same machine and thread count. ``device`` (default: ``model``'s
     device, else the CPU) is where the model is built or moved and trained.
+    ``callback(step, model)``, if given, is called after every step (``step`` counts from
+    1), for example to evaluate checkpoints; the model is back in training mode afterwards.
     """
     if not isinstance(source, MarkovChain):
         raise TypeError(f"source must be a MarkovChain, got {type(source).__name__}")
@@ -125,16 +128,19 @@ def train(
     if device is None and model is not None:
         device = model.device
     with one_thread():
-        return _train(model_config, train_config, source, model, progress, _device(device))
+        return _train(model_config, train_config, source, model, progress, _device(device), callback)
 
 
-def _train(model_config, train_config, source, model, progress, device):
+def batch_seed(seed: int, step: int) -> int:
+    """The data seed of training batch ``step`` of a run seeded ``seed``."""
+    return (seed + 1) * 1_000_003 + step
+
+
+def _train(model_config, train_config, source, model, progress, device, callback):
     torch.manual_seed(train_config.seed)
     if model is None:
         model = TinyDecoder(model_config)
     model.to(device)
-    data = source.sample(train_config.steps * train_config.batch_size, train_config.seq_len, seed=train_config.seed + 1)
-    batches = torch.from_numpy(data).view(train_config.steps, train_config.batch_size, train_config.seq_len)
     optimizer = make_optimizer(model, train_config.lr)
     warmup = max(train_config.warmup, 1)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
@@ -146,8 +152,14 @@ def _train(model_config, train_config, source, model, progress, device):
     history = []
     model.train()
     for step in steps:
-        history.append(training_step(model, optimizer, batches[step].to(device)))
+        # Batch i is the same whatever the number of steps: a 1600-step run passes through
+        # the 400-step run's exact state (the rate is constant after warm-up).
+        batch = source.sample(train_config.batch_size, train_config.seq_len, seed=batch_seed(train_config.seed, step))
+        history.append(training_step(model, optimizer, torch.from_numpy(batch).to(device)))
         schedule.step()
+        if callback is not None:
+            callback(step + 1, model)
+            model.train()
     model.eval()
     return model, history
 

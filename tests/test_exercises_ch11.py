@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from companion.exercises import Feedback, check_chunk_floor_16, check_early_token_counts, check_table2_flat_methods
+from companion.exercises import (
+    Feedback, check_chunk_floor_16, check_early_token_counts, check_order_one_rerun, check_table2_flat_methods,
+)
 from companion.lab import default_source
 
 BAD = [None, "abc", 3.0j, [1, 2, 3], [[1, 2], [3]], {"a": 1}, np.zeros((3, 3)), object(), float("nan")]
@@ -113,3 +115,36 @@ def test_early_counts_rejects_typical_mistakes(answer, hint):
 def test_early_counts_never_raises(answer):
     feedback = check_early_token_counts(answer)
     assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- ch11-order-one --------------------------------------------------------------------
+
+def _rerun(none_at_L, alibi_at_L=1.0, order=1, seeds=(0, 1, 2), steps=150):
+    """A stand-in for lab.length_extrapolation's result (no training needed to test the checker)."""
+    from companion.data import MarkovChain
+
+    n = len(seeds)
+    return {"floor": MarkovChain(8, order, seed=0).entropy_rate(), "seeds": list(seeds),
+            "loss": {"none": np.full((n, 4), none_at_L), "alibi": np.full((n, 4), alibi_at_L)},
+            "history": {"none": np.zeros((n, steps)), "alibi": np.zeros((n, steps))}}
+
+
+def test_order_one_checks_the_answer_against_the_learners_own_numbers():
+    assert check_order_one_rerun(_rerun(1.02), True)
+    assert check_order_one_rerun(_rerun(1.2), False)
+    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.02), False))
+    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.2), True))
+    assert check_order_one_rerun(_rerun(np.float32(1.02), np.float32(1.0)), np.bool_(True))
+
+
+@pytest.mark.parametrize("rerun, answer, hint", [
+    (_rerun(1.0, order=2), True, "order-1 chain"),
+    (_rerun(1.0, seeds=(0, 1)), True, "seeds=(0, 1, 2)"),
+    (_rerun(1.0, steps=400), True, "steps=150"),
+    (_rerun(1.0), "yes", "True or False"),
+    ({"loss": {}}, True, "the dict that lab.length_extrapolation"),
+    ("result", True, "the dict that lab.length_extrapolation"),
+])
+def test_order_one_explains_a_wrong_run(rerun, answer, hint):
+    feedback = check_order_one_rerun(rerun, answer)
+    assert not feedback and hint in feedback.message

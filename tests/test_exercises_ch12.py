@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from companion.exercises import Feedback
+from companion.exercises import Feedback, check_position_dim_rerun
 from companion.exercises.ch12 import check_seed_spread_verdicts, check_widened_concat_parameters
 from companion.model import ModelConfig, TinyDecoder
 
@@ -67,10 +67,44 @@ def test_verdicts_accept(answer):
 
 @pytest.mark.parametrize(
     "answer, words",
-    [(VERDICTS[::-1], "swapped"), (["real", "real"], "overlap"), (["within the spread"] * 2, "not yet"),
+    [(VERDICTS[::-1], "swapped"), (["real", "real"], "clears zero"), (["within the spread"] * 2, "not yet"),
      ("real", "list of two"), (["real", "within"], "one of")],
 )
 def test_verdicts_reject_with_hint(answer, words):
     feedback = check_seed_spread_verdicts(answer)
     assert not feedback
     assert words in feedback.message
+
+
+# ---- ch12-position-dim -----------------------------------------------------------------
+
+def _rows(position_dim, losses, steps=300, seeds=(0, 1, 2)):
+    """A stand-in for lab.add_vs_concat's rows, with the parameter count of the real model."""
+    from companion.model import ModelConfig, TinyDecoder
+
+    params = TinyDecoder(ModelConfig(8, position="sinusoidal", combine="concat", position_dim=position_dim,
+                                     max_len=32)).num_parameters()
+    return [{"position": "sinusoidal", "combine": "concat", "scale": True, "seed": s, "loss": loss,
+             "parameters": params, "history": [0.0] * steps} for s, loss in zip(seeds, losses)]
+
+
+def test_position_dim_checks_the_verdict_against_the_learners_numbers():
+    apart = (_rows(8, [1.70, 1.71, 1.72]), _rows(32, [1.60, 1.61, 1.62]))
+    close = (_rows(8, [1.60, 1.62, 1.64]), _rows(32, [1.61, 1.61, 1.63]))
+    assert check_position_dim_rerun(*apart, "real")
+    assert check_position_dim_rerun(*close, "within the spread")
+    assert not check_position_dim_rerun(*apart, "within the spread")
+    float32 = (_rows(8, np.float32([1.70, 1.71, 1.72])), _rows(32, np.float32([1.60, 1.61, 1.62])))
+    assert check_position_dim_rerun(*float32, "real")
+
+
+@pytest.mark.parametrize("rows_8, rows_32, answer, hint", [
+    (_rows(16, [1.6] * 3), _rows(32, [1.6] * 3), "real", "position_dim=8"),
+    (_rows(8, [1.6] * 3, steps=100), _rows(32, [1.6] * 3), "real", "steps=300"),
+    (_rows(8, [1.6] * 2, seeds=(0, 1)), _rows(32, [1.6] * 3), "real", "seeds=(0, 1, 2)"),
+    (_rows(8, [1.6] * 3), _rows(32, [1.6] * 3), "maybe", "one of"),
+    ("rows", _rows(32, [1.6] * 3), "real", "list of rows"),
+])
+def test_position_dim_explains_a_wrong_rerun(rows_8, rows_32, answer, hint):
+    feedback = check_position_dim_rerun(rows_8, rows_32, answer)
+    assert not feedback and hint in feedback.message

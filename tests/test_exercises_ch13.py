@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from companion.exercises import Feedback, check_best_zero_shot_at_4x, check_ntk_base_head16, check_tiny_yarn_gamma
+from companion.exercises import (
+    Feedback, check_best_zero_shot_at_4x, check_ntk_base_head16, check_small_base_rerun, check_tiny_yarn_gamma,
+)
 
 BAD_INPUTS = [None, "abc", {"a": 1}, np.zeros((3, 3)), np.array([1j, 2j]), float("nan"), True, object()]
 
@@ -109,3 +111,36 @@ def test_best_at_4x_rejects_typical_mistakes(answer, hint):
 @pytest.mark.parametrize("answer", [None, 4, 1.83, ["linear"], {"linear": 1.83}, "rope", ""])
 def test_best_at_4x_never_raises(answer):
     _rejected(check_best_zero_shot_at_4x(answer), "expected")
+
+
+# ---- ch13-small-base -------------------------------------------------------------------
+
+def _result(yarn, linear, options=None, seeds=(0, 1, 2), factors=(4,), steps=400):
+    """A stand-in for lab.rope_extension's result."""
+    n = len(seeds)
+    return {"seeds": list(seeds), "factors": list(factors), "steps": steps,
+            "model_options": {"rope_base": 100.0} if options is None else options,
+            "zero_shot": {"yarn": np.full((n, 1), yarn), "linear": np.full((n, 1), linear),
+                          "none": np.full((n, 1), 2.0), "ntk": np.full((n, 1), 2.0)}}
+
+
+def test_small_base_counts_kept_pairs_and_reads_the_learners_numbers():
+    assert check_small_base_rerun(_result(1.8, 1.9), (1, True))
+    assert check_small_base_rerun(_result(1.9, 1.8), (1, False))
+    assert check_small_base_rerun(_result(np.float32(1.8), np.float32(1.9)), (np.int64(1), np.bool_(True)))
+    assert "Compare result" in check_small_base_rerun(_result(1.9, 1.8), (1, True)).message
+    assert "Count the pairs" in check_small_base_rerun(_result(1.8, 1.9), (0, True)).message
+
+
+@pytest.mark.parametrize("result, answer, hint", [
+    (_result(1.8, 1.9, options={}), (1, True), "model_options"),
+    (_result(1.8, 1.9, seeds=(0, 1)), (1, True), "seeds=(0, 1, 2)"),
+    (_result(1.8, 1.9, factors=(2, 4)), (1, True), "factors=(4,)"),
+    (_result(1.8, 1.9, steps=100), (1, True), "steps=400"),
+    (_result(1.8, 1.9), 1, "a pair"),
+    (_result(1.8, 1.9), (1, "yes"), "True or False"),
+    ({"zero_shot": {}}, (1, True), "lab.rope_extension"),
+])
+def test_small_base_explains_a_wrong_rerun(result, answer, hint):
+    feedback = check_small_base_rerun(result, answer)
+    assert not feedback and hint in feedback.message

@@ -6,7 +6,7 @@ import torch
 
 from companion import lab
 from companion.model import ModelConfig
-from companion.train import TrainConfig, train
+from companion.train import TrainConfig, evaluate, train
 
 
 def test_length_extrapolation_shapes_and_floor():
@@ -56,6 +56,9 @@ def test_rope_extension_shapes():
     assert set(result["zero_shot"]) == {"none", "linear", "ntk", "yarn"}
     assert result["zero_shot"]["ntk"].shape == (2, 2) and result["finetuned"]["yarn"].shape == (2,)
     assert result["trained"].shape == (2,) and result["history"].shape == (2, 3)
+    model = result["models"][1]  # the trained model itself: it reproduces its own evaluation
+    again = evaluate(model, lab.default_source(), [8], num_tokens=256)[8]
+    assert again == result["trained"][1] and not model.training
 
 
 def test_flops_and_spread():
@@ -84,3 +87,28 @@ def test_with_rope_scaling_copies_a_freshly_trained_model():
     torch.testing.assert_close(lab.with_rope_scaling(model, None)(tokens), model(tokens))
     with pytest.raises(TypeError, match="TinyDecoder"):
         lab.with_rope_scaling("model", None)
+
+
+def test_extra_steps_pass_through_the_short_runs_state():
+    kwargs = dict(train_len=8, seeds=(0, 1), steps=4, num_tokens=256, position_sequences=4, workers=1)
+    short = lab.length_extrapolation(schemes=("none", "alibi"), **kwargs)
+    longer = lab.length_extrapolation(schemes=("none", "alibi"), extra_steps={"none": 3}, **kwargs)
+    for key in ("loss", "history", "excess_by_position"):
+        for scheme in ("none", "alibi"):
+            assert np.array_equal(short[key][scheme], longer[key][scheme]), (key, scheme)
+    assert longer["long_steps"] == {"none": 7} and longer["long_history"]["none"].shape == (2, 7)
+    assert longer["long_loss"]["none"].shape == (2, 4) and "alibi" not in longer["long_loss"]
+    with pytest.raises(ValueError, match="extra_steps scheme must be one of"):
+        lab.length_extrapolation(schemes=("none",), extra_steps={"rope": 3}, steps=1)
+
+
+def test_robust_needs_a_margin_of_twice_the_spread():
+    assert lab.robust([0.40, 0.50], above=0.3)  # margin 0.10 >= 2 * 0.05 (spread: half the range)
+    assert not lab.robust([0.40, 0.52], above=0.3)  # margin 0.10 < 2 * 0.06
+    assert not lab.robust([0.20, 0.21], above=0.3)  # does not hold at all
+    assert lab.robust([1.0, 1.01], below=1.1) and not lab.robust([1.0, 1.02], below=1.03)
+    with pytest.raises(ValueError, match="exactly one"):
+        lab.robust([1.0, 2.0])
+    with pytest.raises(ValueError, match="at least two"):
+        lab.robust([1.0], above=0.0)
+    assert lab.approx(1.23456) == "≈1.23" and lab.approx(2, 3) == "≈2.000"

@@ -30,3 +30,10 @@ def right(message: str) -> Feedback:
 
 def wrong(message: str) -> Feedback:
     return Feedback(False, message)
+
+
+def right_folded(message: str) -> Feedback:
+    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
+    from companion.exercises._answers import fold
+
+    return right(fold(message))

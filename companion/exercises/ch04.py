@@ -7,14 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import as_number, fold
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, wrong
-from companion.exercises._feedback import right as _right
+from companion.exercises._feedback import right_folded as right
 
-
-def right(message: str) -> Feedback:
-    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
-    return _right(fold(message))
 
 
 __all__ = [

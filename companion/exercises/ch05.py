@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.exercises._answers import as_array, fold
+from companion.exercises._answers import as_array
 from companion.exercises._feedback import Feedback, wrong
-from companion.exercises._feedback import right as _right
+from companion.exercises._feedback import right_folded as right
 from companion.sinusoidal import interleaved_to_halves, inverse_frequencies, sinusoidal_table
-
-def right(message: str) -> Feedback:
-    """A correct answer's feedback, folded to fit a notebook's 88-character lines."""
-    return _right(fold(message))
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, right, wrong
 from companion.lab import SOURCE
 
-__all__ = ["check_chunk_floor_16", "check_table2_flat_methods", "check_early_token_counts"]
+__all__ = ["check_chunk_floor_16", "check_table2_flat_methods", "check_early_token_counts", "check_order_one_rerun"]
 
 # The parameters the exercise texts state.
 FLOOR_CHUNK = 16
@@ -105,3 +105,39 @@ def check_early_token_counts(answer) -> Feedback:
     if np.allclose(counts, chunks * (lens - 1), atol=1e-9):
         return wrong("That counts every prediction; count only those whose floor is above the entropy rate.")
     return wrong("Not the counts. How many chunks does the stream give, and how many predictions per chunk lack full context?")
+
+
+ORDER_ONE = {"vocab_size": 8, "order": 1, "seed": 0}
+RERUN_SCHEMES, RERUN_SEEDS, RERUN_STEPS, CLOSE_NATS = ("none", "alibi"), [0, 1, 2], 150, 0.05
+
+
+def check_order_one_rerun(rerun, answer) -> Feedback:
+    """The lab rerun on an order-1 chain, and whether no positions is within 0.05 nats of ALiBi at L.
+
+    ``rerun`` is what ``lab.length_extrapolation`` returned; ``answer`` is True or False. The
+    answer is checked against the learner's own numbers, which differ slightly between machines.
+    """
+    if not isinstance(rerun, dict) or not {"floor", "loss", "seeds", "history"} <= set(rerun):
+        return wrong("rerun should be the dict that lab.length_extrapolation(...) returns")
+    floor = MarkovChain(**ORDER_ONE).entropy_rate()
+    if not isinstance(rerun["floor"], float) or abs(rerun["floor"] - floor) > 1e-9:
+        return wrong("That run did not use the order-1 chain: pass source=MarkovChain(8, 1, seed=0)")
+    if sorted(rerun["loss"]) != sorted(RERUN_SCHEMES):
+        return wrong(f"Train exactly the schemes {RERUN_SCHEMES}, got {sorted(rerun['loss'])}")
+    if list(rerun["seeds"]) != RERUN_SEEDS:
+        return wrong(f"Use seeds=(0, 1, 2), got {list(rerun['seeds'])}")
+    if np.shape(rerun["history"]["none"]) != (len(RERUN_SEEDS), RERUN_STEPS):
+        return wrong(f"Train for steps={RERUN_STEPS}")
+    if not isinstance(answer, (bool, np.bool_)):
+        return wrong(f"answer should be True or False, got {type(answer).__name__}")
+    gaps = np.abs(np.asarray(rerun["loss"]["none"])[:, 0] - np.asarray(rerun["loss"]["alibi"])[:, 0])
+    truth = bool(np.all(gaps < CLOSE_NATS))
+    if bool(answer) == truth and truth:
+        return right("With order 1 the next token depends only on the current one, which every query sees "
+                     "as its own token: order information is worth nothing, and the model without positions "
+                     "keeps up.")
+    if bool(answer) == truth:
+        return right("Your run says no; compare the gap with the order-2 chain's. Which tokens must the model "
+                     "find in an order-1 chain?")
+    return wrong("Compare the two schemes' losses at L (column 0 of rerun['loss'][scheme]) seed by seed, "
+                 f"and count a gap below {CLOSE_NATS} as within.")

@@ -8,12 +8,12 @@ import numpy as np
 
 from companion.exercises._feedback import Feedback, right, wrong
 
-__all__ = ["check_widened_concat_parameters", "check_seed_spread_verdicts"]
+__all__ = ["check_widened_concat_parameters", "check_seed_spread_verdicts", "check_position_dim_rerun"]
 
 # The exercises' fixed data (stated in the exercise texts of chapter 12).
 WIDENED = {"vocab_size": 8, "dim": 96, "position_dim": 32, "num_layers": 2, "max_len": 32}
-SEED_PAIRS = {  # losses of three seeds, per pair: (configuration X, configuration Y)
-    "A": ((1.702, 1.690, 1.711), (1.684, 1.679, 1.688)),
+SEED_PAIRS = {  # hypothetical losses of seeds 0, 1, 2, per pair: (configuration X, configuration Y)
+    "A": ((1.712, 1.705, 1.714), (1.684, 1.679, 1.688)),
     "B": ((1.650, 1.671, 1.662), (1.641, 1.668, 1.655)),
 }
 VERDICTS = ("real", "within the spread")
@@ -61,9 +61,11 @@ def check_widened_concat_parameters(answer) -> Feedback:
 
 
 def _verdict(x, y) -> str:
-    (mx, sx), (my, sy) = [(float(np.mean(v)), float((np.max(v) - np.min(v)) / 2)) for v in (x, y)]
-    overlap = mx - sx <= my + sy and my - sy <= mx + sx
-    return "within the spread" if overlap else "real"
+    """The lab's rule on the per-seed differences (see companion.lab.robust)."""
+    from companion.lab import robust
+
+    difference = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
+    return "real" if robust(difference, above=0) or robust(difference, below=0) else "within the spread"
 
 
 def check_seed_spread_verdicts(answer) -> Feedback:
@@ -77,10 +79,55 @@ def check_seed_spread_verdicts(answer) -> Feedback:
         return wrong(f"each verdict must be one of {VERDICTS}.")
     target = [_verdict(*SEED_PAIRS[k]) for k in ("A", "B")]
     if given == target:
-        return right("both verdicts follow the rule: compare the intervals mean +/- spread, not the means alone.")
+        return right("both verdicts follow the rule: a difference is real when every seed's difference "
+                     "clears zero by at least twice the spread of the differences.")
     if given == target[::-1]:
         return wrong("the two verdicts are swapped: check the order A, B.")
     if all(g == "real" for g in given):
-        return wrong("every pair of means differs a little; the rule asks whether the intervals mean +/- spread overlap.")
-    return wrong("not yet: for each configuration take the mean and half the range of its three seeds, "
-                 "then check whether the two intervals overlap.")
+        return wrong("every pair of means differs a little; the rule asks whether each seed's difference "
+                     "clears zero with a margin of twice the differences' spread.")
+    return wrong("not yet: take the difference X - Y seed by seed, then check that all of them lie on one "
+                 "side of zero, at least twice their spread (half their range) away from it.")
+
+
+RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 300, (8, 32)
+
+
+def _concat_parameters(position_dim: int) -> int:
+    """Parameters of the lab's sinusoidal-concat model with this split (no table parameters)."""
+    return _decoder_parameters(8, 64, 2, 64 - position_dim, 0, 0)
+
+
+def _rerun_problem(rows, position_dim: int) -> str | None:
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        return "each rerun should be the list of rows that lab.add_vs_concat(...) returns"
+    if [r.get("seed") for r in rows] != RERUN_SEEDS:
+        return f"use seeds=(0, 1, 2) and one config, got seeds {[r.get('seed') for r in rows]}"
+    if any((r.get("position"), r.get("combine"), r.get("scale")) != ("sinusoidal", "concat", True) for r in rows):
+        return "use configs=(('sinusoidal', 'concat', True),)"
+    if any(len(r.get("history", ())) != RERUN_STEPS for r in rows):
+        return f"train for steps={RERUN_STEPS}"
+    if any(r.get("parameters") != _concat_parameters(position_dim) for r in rows):
+        return f"the parameter count does not match position_dim={position_dim}: pass position_dim={position_dim}"
+    return None
+
+
+def check_position_dim_rerun(rows_8, rows_32, answer) -> Feedback:
+    """Sinusoidal concat with 8 and with 32 position features: 'real' or 'within the spread'?
+
+    The verdict is checked against the learner's own two reruns, with the chapter's rule.
+    """
+    for rows, dim in ((rows_8, 8), (rows_32, 32)):
+        problem = _rerun_problem(rows, dim)
+        if problem:
+            return wrong(f"rows_{dim}: {problem}")
+    if answer not in VERDICTS:
+        return wrong(f"answer should be one of {VERDICTS}, got {answer!r}")
+    loss_8, loss_32 = ([r["loss"] for r in rows] for rows in (rows_8, rows_32))
+    truth = _verdict(loss_8, loss_32)
+    m8, m32 = float(np.mean(loss_8)), float(np.mean(loss_32))
+    if answer == truth:
+        return right(f"Your runs: {m8:.3f} with 8 position features, {m32:.3f} with 32. More features for "
+                     "positions leave fewer for tokens: the split is a trade, not a free gain.")
+    return wrong("Apply the chapter's rule to your two reruns: take the differences seed by seed and ask "
+                 "whether they clear zero by twice their spread, as lab.robust does.")

@@ -12,7 +12,7 @@ from companion.exercises._answers import as_number
 from companion.exercises.ch08 import ntk_base_feedback
 from companion.exercises._feedback import Feedback, right, wrong
 
-__all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x"]
+__all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x", "check_small_base_rerun"]
 
 _BASE = 10000.0
 # The parameters the exercise texts state.
@@ -101,3 +101,42 @@ def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
         if method == min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][factor]):
             return wrong(f"that method is best at {factor}L; the question asks about the column for factor 4.")
     return wrong("compare the losses of the four methods at factor 4 and pick the lowest.")
+
+
+SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1, 2], 400
+
+
+def check_small_base_rerun(result, answer) -> Feedback:
+    """A RoPE model with base 100, stretched 4 times: YaRN's kept pairs, and YaRN against PI.
+
+    ``result`` is what ``lab.rope_extension(...)`` returned; ``answer`` is a pair
+    ``(pairs YaRN keeps at full speed, YaRN below PI at 4L in every seed)``. The second part
+    is checked against the learner's own numbers.
+    """
+    from companion.rope import rope_frequencies
+
+    if not isinstance(result, dict) or not {"zero_shot", "seeds", "model_options", "factors"} <= set(result):
+        return wrong("result should be the dict that lab.rope_extension(...) returns")
+    if result["model_options"] != {"rope_base": SMALL_BASE}:
+        return wrong(f"pass model_options={{'rope_base': {SMALL_BASE}}}, got {result['model_options']}")
+    if list(result["seeds"]) != RERUN_SEEDS or list(result["factors"]) != [4]:
+        return wrong("use seeds=(0, 1, 2) and factors=(4,)")
+    if result.get("steps") != RERUN_STEPS:
+        return wrong(f"keep the chapter's steps={RERUN_STEPS}")
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        return wrong("answer should be a pair: (number of kept pairs, True or False)")
+    kept, better = answer
+    scaling = {"type": "yarn", "factor": 4, "original_max_len": TRAIN_LEN}
+    ratio = rope_frequencies(HEAD_DIM, base=SMALL_BASE, scaling=scaling) / rope_frequencies(HEAD_DIM, base=SMALL_BASE)
+    expected_kept = int(np.sum(np.isclose(ratio, 1.0)))
+    value = as_number(kept)
+    if isinstance(value, str) or value != expected_kept:
+        return wrong("Count the pairs whose speed YaRN leaves unchanged: compare rope_frequencies with and "
+                     "without the scaling, at base 100.")
+    if not isinstance(better, (bool, np.bool_)):
+        return wrong(f"the second part should be True or False, got {type(better).__name__}")
+    yarn, pi = np.asarray(result["zero_shot"]["yarn"])[:, 0], np.asarray(result["zero_shot"]["linear"])[:, 0]
+    if bool(better) != bool(np.all(yarn < pi)):
+        return wrong("Compare result['zero_shot']['yarn'] with result['zero_shot']['linear'] seed by seed.")
+    return right(f"YaRN keeps {expected_kept} pair(s) at full speed at base 100; pairs that keep their speed "
+                 "keep the angles between neighbours that the model learned.")
