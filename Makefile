@@ -11,6 +11,8 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 TESTS  ?= tests book
 
 .PHONY: book test bench lab execute figures constraints clean
+.PHONY: site-test
+.PHONY: student grade
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.11 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -29,6 +31,13 @@ book: $(STAMP)
 # another order and may round them differently) and the notebooks' asserts carry the claims.
 test: $(STAMP)
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(TESTS)
+
+# The built website in a real browser (Debian's chromium, offline, desktop and phone widths):
+# builds the book, then runs tests/test_site.py. `make test` runs that test too, on whatever
+# _build/html holds, and skips it (saying why) without chromium or a built site;
+# REQUIRE_BROWSER=1 turns such a skip into a failure (.ci/run sets it).
+site-test: book
+	$(PY) -m pytest tests/test_site.py
 
 # Seconds per notebook, each in a fresh process and kernel (start-up included, as a newcomer
 # counts), then the training step against a plain PyTorch decoder and the lab on 1 and 2 workers.
@@ -52,6 +61,18 @@ figures: $(STAMP)
 # Re-pin every transitive dependency from the current .venv (after changing requirements.txt).
 constraints: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | sed -e 's/+cpu$$//' > constraints.txt
+
+# The student edition (INSTRUCTORS.md): the chapters without their solutions, one stub per
+# exercise, in _build/student/notebooks, and the website built from them in _build/student/html.
+student: $(STAMP)
+	$(PY) tools/student.py --strict
+
+# Grade one folder of notebooks per student: make grade SUBMISSIONS=DIR [GRADE_TIMEOUT=600]
+# Writes _build/grades.csv (student,chapter,exercise,passed,feedback); see INSTRUCTORS.md.
+GRADE_TIMEOUT ?= 600
+grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR (DIR/<student>/<chapter>.ipynb)"; exit 2; }
+	GRADE_TIMEOUT=$(GRADE_TIMEOUT) $(PY) tools/grade.py "$(SUBMISSIONS)" --out _build/grades.csv
 
 clean:
 	rm -rf _build
