@@ -68,7 +68,7 @@ def _statement(label: str) -> str:
     raise AssertionError(f"no statement for {label}")
 
 
-PENDING = {label for label, ex in EXERCISES.items() if ex.chapter >= "06"}  # statements others edit
+PENDING = set()  # every statement names what the grader reads
 
 
 @pytest.mark.parametrize("label", [pytest.param(label, marks=pytest.mark.xfail(
