@@ -1,7 +1,7 @@
 # Two commands matter: `make book` and `make test`. Both create .venv on first use.
 # Any Python 3.11 or newer: the first of these that PATH has (override with PYTHON=...).
 PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3 python; do \
-	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11, 5))' 2>/dev/null \
 	&& echo $$p && break; done)
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -15,7 +15,7 @@ TESTS  ?= tests book
 .PHONY: student grade
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
-	@test -n "$(PYTHON)" || { echo "No Python 3.11 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@test -n "$(PYTHON)" || { echo "No Python 3.11.5 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.txt -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps -e .
