@@ -1,4 +1,4 @@
-"""The book's figure style: small PNGs, titled and labelled, no fonts that differ by machine."""
+"""The book's figure style: small, sharp PNGs, titled and labelled, no fonts that differ by machine."""
 
 from __future__ import annotations
 
@@ -19,6 +19,21 @@ def use_book_style() -> None:
             "font.family": "DejaVu Sans",
         }
     )
+    _sharp_inline_figures()
+
+
+def _sharp_inline_figures() -> None:
+    """In a notebook, draw figures at twice the pixels (sharp on high-DPI screens, same size).
+
+    The stored ``<Figure size ...>`` text does not change, only the PNG's resolution.
+    """
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:  # not in IPython: nothing to set
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("retina")
 
 
 def heatmap(values: np.ndarray, *, title: str, xlabel: str, ylabel: str, colorbar_label: str, ax=None):

@@ -8,7 +8,8 @@ import numpy as np
 
 from companion.data import MarkovChain
 from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right_folded as right
 from companion.lab import SOURCE
 
 __all__ = ["check_chunk_floor_16", "check_table2_flat_methods", "check_early_token_counts", "check_order_one_rerun"]

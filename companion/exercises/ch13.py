@@ -10,7 +10,8 @@ import numpy as np
 
 from companion.exercises._answers import as_number
 from companion.exercises.ch08 import ntk_base_feedback
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right_folded as right
 
 __all__ = ["check_tiny_yarn_gamma", "check_ntk_base_head16", "check_best_zero_shot_at_4x", "check_small_base_rerun"]
 
