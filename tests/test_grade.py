@@ -114,6 +114,7 @@ def graded(tmp_path_factory, student_notebooks):
         ("ch09-slopes-12", f"open({str(OUTSIDE)!r}, 'w').write('escaped')\nanswer = 1"),
         ("ch09-bias-entry", f"answer = open({str(ROOT / 'book' / '09_alibi.ipynb')!r}).read()"),
         ("ch09-half-lives", "import numpy as np\nblocks = []\nwhile True:\n    blocks.append(np.empty(1 << 27))")))
+    OUTSIDE.parent.mkdir(parents=True, exist_ok=True)  # a fresh clone has no _build yet
     OUTSIDE.unlink(missing_ok=True)
     out = subs / "grades.csv"
     rows = grade.grade(subs, out, grade.Limits(timeout=120), progress=False)
