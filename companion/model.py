@@ -53,6 +53,9 @@ class ModelConfig:
     # do the same (offsets 16..31 train the last bucket).
     t5_num_buckets: int = 16
     t5_max_distance: int = 16
+    # Add an absolute table's rows again before every block, not only to the input (the
+    # variant the source articles say "did not help"); "add" only.
+    positions_every_layer: bool = False
 
     def __post_init__(self):
         _checks.positive_int("vocab_size", self.vocab_size)
@@ -76,6 +79,13 @@ class ModelConfig:
             _checks.even_int("position_dim", self.position_dim)
             if self.position_dim >= self.dim:
                 raise ValueError(f"position_dim={self.position_dim} must be smaller than dim={self.dim}")
+        if not isinstance(self.positions_every_layer, bool):
+            raise TypeError(f"positions_every_layer must be True or False, got {self.positions_every_layer!r}")
+        if self.positions_every_layer and (self.position not in ABSOLUTE or self.combine != "add"):
+            raise ValueError(
+                "positions_every_layer=True adds an absolute table before every block: it needs "
+                f"position in {ABSOLUTE} and combine='add', got {self.position!r} and {self.combine!r}"
+            )
         if self.position == "sinusoidal" and self.combine == "add":
             _checks.even_int("dim (sinusoidal tables come in sin/cos pairs)", self.dim)
 
@@ -213,6 +223,8 @@ class TinyDecoder(nn.Module):
         bias = self._attention_bias(s, start + s)
         positions = None if cache is None else torch.arange(start, start + s, device=tokens.device)
         for i, block in enumerate(self.blocks):
+            if i and self.config.positions_every_layer:
+                x = self._add_positions(x, start)
             x = block(x, bias=bias, positions=positions, cache=None if cache is None else cache[i])
         return self.head(self.norm(x))  # (b, s, V)
 

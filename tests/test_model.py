@@ -1,5 +1,7 @@
 """Tests of companion.model.TinyDecoder."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -94,6 +96,23 @@ def test_concat_keeps_the_width_and_appends_positions():
     torch.testing.assert_close(combined[0, :, 24:], model.position.table[3:8].float())
 
 
+@pytest.mark.parametrize("position", ["sinusoidal", "learned"])
+def test_positions_every_layer_adds_the_rows_before_each_block(position):
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=6, dim=16, num_heads=2, num_layers=3, position=position, max_len=12,
+                         positions_every_layer=True)
+    model = TinyDecoder(config).eval()
+    tokens = torch.randint(0, 6, (2, 9))
+    rows = model.position.table[:9].float()
+    x = model.token(tokens) * model.embed_scale
+    for block in model.blocks:  # by hand: the rows go in before every block, the first included
+        x = block(x + rows)
+    torch.testing.assert_close(model(tokens), model.head(model.norm(x)))
+    once = TinyDecoder(dataclasses.replace(config, positions_every_layer=False))
+    once.load_state_dict(model.state_dict())
+    assert not torch.allclose(once.eval()(tokens), model(tokens))
+
+
 def test_t5_bias_is_one_module_and_rope_can_be_rescaled():
     t5 = TinyDecoder(ModelConfig(vocab_size=5, dim=32, num_layers=3, position="t5", t5_num_buckets=8, t5_max_distance=20))
     bias_modules = [m for m in t5.modules() if isinstance(m, T5RelativeBias)]
@@ -123,6 +142,10 @@ def test_t5_bias_is_one_module_and_rope_can_be_rescaled():
         ({"combine": "sum"}, ValueError, "combine must be one of"),
         ({"t5_max_distance": 4}, ValueError, "max_distance=4 must exceed"),
         ({"rope_base": 1.0}, ValueError, "rope_base must be greater than 1"),
+        ({"positions_every_layer": True, "position": "rope"}, ValueError, "needs position in"),
+        ({"positions_every_layer": True, "position": "learned", "combine": "concat"}, ValueError,
+         "combine='add'"),
+        ({"positions_every_layer": 1, "position": "learned"}, TypeError, "True or False"),
     ],
 )
 def test_bad_configs(kwargs, error, words):
