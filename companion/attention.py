@@ -95,28 +95,51 @@ class KVCache:
     """The keys and values one attention layer has seen so far, for decoding token by token.
 
     Keys are stored as the layer computed them, *after* its ``qk_transform``: a rotary key is
-    rotated once, at its own position, and never again. Values are stored as they are.
+    rotated once, at its own position, and never again. Values are stored as they are. The
+    keys' positions are stored too, one row per batch element, for schemes that compute a
+    bias from query and key positions (T5, ALiBi) in a padded batch, where they differ by row.
 
     Attributes:
         k, v: ``(b, h, n, d)`` tensors of the ``n`` cached tokens, or None before the first.
+        positions: int64 ``(b, n)`` positions of the cached keys, or None before the first.
+
+    ``len(cache)`` is ``n``, the number of cached tokens (padding included).
     """
 
     def __init__(self):
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
+        self.positions: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return 0 if self.k is None else self.k.shape[-2]
 
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the new tokens' ``(b, h, s, d)`` keys and values; return all of them."""
+    def append(
+        self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add the new tokens' ``(b, h, s, d)`` keys and values; return all of them.
+
+        ``positions`` are the new keys' positions, integer ``(s,)`` (shared by every row) or
+        ``(b, s)``; by default they continue from ``len(self)``.
+        """
         if self.k is not None and (k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]):
             raise ValueError(
                 f"new keys of shape {tuple(k.shape)} do not continue the cached {tuple(self.k.shape)}; "
                 "use the same batch, or a new cache"
             )
+        b, s = k.shape[0], k.shape[-2]
+        if positions is None:
+            positions = torch.arange(len(self), len(self) + s, device=k.device)
+        if not isinstance(positions, torch.Tensor) or positions.is_floating_point() or positions.dtype == torch.bool:
+            raise TypeError(f"positions must be an integer torch.Tensor, got {getattr(positions, 'dtype', positions)}")
+        if positions.shape not in ((s,), (b, s)):
+            raise ValueError(
+                f"positions must have shape ({s},) or ({b}, {s}) to match the new keys, got {tuple(positions.shape)}"
+            )
+        positions = positions.long().expand(b, s)
         self.k = k if self.k is None else torch.cat([self.k, k], dim=-2)
         self.v = v if self.v is None else torch.cat([self.v, v], dim=-2)
+        self.positions = positions if self.positions is None else torch.cat([self.positions, positions], dim=-1)
         return self.k, self.v
 
 
@@ -147,9 +170,10 @@ class MultiHeadSelfAttention(nn.Module):
             faster and ``last_weights`` stays None; models use it for training.
 
     ``forward(x, *, causal=False, attn_bias=None, positions=None, cache=None)`` takes ``x``
-    of shape ``(b, s, D)`` and returns ``(b, s, D)``. ``positions`` (int64 ``(s,)``) are
-    passed on to ``qk_transform``; with a :class:`KVCache` the new keys and values are
-    appended to it and the queries attend to every cached key too.
+    of shape ``(b, s, D)`` and returns ``(b, s, D)``. ``positions`` (int64 ``(s,)``, or
+    ``(b, s)`` with one row per batch element) are passed on to ``qk_transform``; with a
+    :class:`KVCache` the new keys, values and positions are appended to it and the queries
+    attend to every cached key too. ``attn_bias`` may be ``(b, h or 1, q, k)``, per row.
     """
 
     def __init__(
@@ -200,7 +224,7 @@ class MultiHeadSelfAttention(nn.Module):
         if self.qk_transform is not None:
             q, k = self.qk_transform(q, k) if positions is None else self.qk_transform(q, k, positions)
         if cache is not None:
-            k, v = cache.append(k, v)  # (b, h, k, d): every token so far
+            k, v = cache.append(k, v, positions)  # (b, h, k, d): every token so far
         q_len, k_len = s, k.shape[-2]
         bias = None if self.score_bias is None else self.score_bias(q_len, k_len)
         if attn_bias is not None:

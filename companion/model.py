@@ -7,6 +7,12 @@ concatenated with) the token embeddings; T5 bias and ALiBi become one ``(h, q, k
 computed once per forward and passed to every layer's attention with the causal mask in
 it; RoPE is the attention's ``qk_transform`` hook. ``"none"`` relies on the causal mask
 alone. Attention runs in PyTorch's fused kernel (``keep_weights=False``).
+
+A batch of sequences of different lengths (padded, or packed into one row) needs an
+``attention_mask`` and ``position_ids`` (see :mod:`companion.batching`); then every position
+is gathered per batch row: absolute rows ``table[position_ids]``, RoPE angles, and the T5 or
+ALiBi bias from each row's own ``key - query`` positions, ``(b, h, q, k)``. Without either
+argument the forward is the plain one, unchanged.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from torch import nn
 from companion import _checks
 from companion.alibi import alibi_slopes
 from companion.attention import KVCache, MultiHeadSelfAttention, aligned_positions, causal_mask
+from companion.batching import attention_allowed, position_ids_from_attention_mask
 from companion.learned import LearnedPositionalEmbedding
 from companion.relative import T5RelativeBias, _bucket_args
 from companion.rope import RotaryEmbedding
@@ -117,11 +124,13 @@ class Block(nn.Module):
 
 
 class TinyDecoder(nn.Module):
-    """A causal language model: ``forward(tokens (b, s), *, cache=None) -> logits (b, s, V)``.
+    """A causal language model: ``forward(tokens (b, s), *, attention_mask=None,
+    position_ids=None, cache=None) -> logits (b, s, V)``.
 
     Decoding with a cache: ``cache = model.new_cache()``, then each call
     ``model(new_tokens, cache=cache)`` returns the logits of the new tokens only; their
     positions continue from the number of tokens the cache holds (see :class:`KVCache`).
+    Padded and packed batches: see :meth:`forward`.
     """
 
     def __init__(self, config: ModelConfig):
@@ -182,18 +191,29 @@ class TinyDecoder(nn.Module):
         """An empty cache for decoding: one :class:`KVCache` per layer."""
         return [KVCache() for _ in self.blocks]
 
+    def _check_table(self, end: int) -> None:
+        """Refuse positions ``>= max_len``: the table has no row for them."""
+        rows = self.position.table.shape[0]
+        if end > rows:
+            raise ValueError(
+                f"positions up to {end - 1} need a table of {end} rows, but max_len={rows}; "
+                "build the model with a larger max_len (a learned table has no rows it never trained)"
+            )
+
     def _add_positions(self, x: torch.Tensor, start: int) -> torch.Tensor:
         """Add (or append) the table's rows ``start .. start + s - 1`` to ``x (b, s, *)``."""
         table = self.position.table  # (max_len, width)
         end = start + x.shape[1]
-        if end > table.shape[0]:
-            raise ValueError(
-                f"positions up to {end - 1} need a table of {end} rows, but max_len={table.shape[0]}; "
-                "build the model with a larger max_len (a learned table has no rows it never trained)"
-            )
+        self._check_table(end)
         rows = table[start:end].to(x.dtype)  # (s, width)
         if self.config.combine == "concat":
             return torch.cat([x, rows.expand(x.shape[0], -1, -1)], dim=-1)
+        return x + rows
+
+    def _combine(self, x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Add (or append) per-row table rows ``(b, s, width)`` to ``x (b, s, *)``."""
+        if self.config.combine == "concat":
+            return torch.cat([x, rows], dim=-1)
         return x + rows
 
     def _attention_bias(self, q_len: int, k_len: int) -> torch.Tensor | None:
@@ -207,7 +227,87 @@ class TinyDecoder(nn.Module):
             bias = self.relative(q_len, k_len)
         return bias + causal_mask(q_len, k_len, device=self.device)
 
-    def forward(self, tokens: torch.Tensor, *, cache: list[KVCache] | None = None) -> torch.Tensor:
+    def _batch_bias(self, queries: torch.Tensor, keys: torch.Tensor, allowed: torch.Tensor,
+                    dtype: torch.dtype) -> torch.Tensor:
+        """The additive ``(b, h or 1, q, k)`` bias of a batch: ``-inf`` where ``allowed`` is False,
+        plus T5 or ALiBi from each row's ``key - query`` positions (``queries (b, q)``, ``keys (b, k)``)."""
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        mask = mask.masked_fill(~allowed, float("-inf"))[:, None]  # (b, 1, q, k)
+        if self.config.position not in ("t5", "alibi"):
+            return mask
+        offsets = keys[:, None, :] - queries[:, :, None]  # (b, q, k): key - query
+        if self.config.position == "alibi":
+            bias = self.alibi_slopes[:, None, None] * offsets[:, None]  # -m (i - j), (b, h, q, k)
+        else:
+            bias = self.relative.from_offsets(offsets)  # (b, h, q, k)
+        return bias.to(dtype) + mask
+
+    def _batch_inputs(self, tokens: torch.Tensor, attention_mask, position_ids, start: int):
+        """Checked ``(allowed (b, q, k) bool, position_ids (b, s) int64)`` for :meth:`forward`."""
+        (b, s), device = tokens.shape, tokens.device
+        if attention_mask is None:
+            allowed = attention_allowed(torch.ones(b, start + s, dtype=torch.bool, device=device), s)
+        else:
+            if not isinstance(attention_mask, torch.Tensor):
+                raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+            expected = {2: (b, start + s), 3: (b, s, start + s)}.get(attention_mask.ndim)
+            if expected is None or tuple(attention_mask.shape) != expected:
+                hint = "; with a cache it covers the cached tokens too (append a 1 per new token)" if start else ""
+                raise ValueError(
+                    f"attention_mask must be (batch, cached + new tokens) = {(b, start + s)} of 0/1, or a bool "
+                    f"(batch, new tokens, cached + new tokens) = {(b, s, start + s)}, got shape "
+                    f"{tuple(attention_mask.shape)}{hint}"
+                )
+            allowed = attention_allowed(attention_mask.to(device), s)
+        if position_ids is None:
+            if attention_mask is not None and attention_mask.ndim == 2:
+                return allowed, position_ids_from_attention_mask(attention_mask).to(device)[:, -s:]
+            return allowed, torch.arange(start, start + s, device=device).expand(b, s)
+        if not isinstance(position_ids, torch.Tensor):
+            kind = type(position_ids).__name__
+            raise TypeError(f"position_ids must be an int64 torch.Tensor (batch, seq), not {kind}")
+        if position_ids.is_floating_point() or position_ids.is_complex() or position_ids.dtype == torch.bool:
+            raise TypeError(f"position_ids must be integers, got dtype {position_ids.dtype}; convert with .long()")
+        if tuple(position_ids.shape) != (b, s):
+            hint = "; add a batch dimension with .unsqueeze(0)" if position_ids.ndim == 1 else ""
+            raise ValueError(
+                f"position_ids must have shape (batch, new tokens) = {(b, s)} like tokens, got "
+                f"{tuple(position_ids.shape)}{hint}"
+            )
+        if int(position_ids.min()) < 0:
+            raise ValueError(f"position_ids must be non-negative, got {int(position_ids.min())}")
+        return allowed, position_ids.to(device).long()
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        cache: list[KVCache] | None = None,
+    ) -> torch.Tensor:
+        """Logits ``(b, s, V)`` of ``tokens (b, s)``.
+
+        Args:
+            tokens: int64 ``(b, s)``, the new tokens.
+            attention_mask: either ``(b, k)`` of 0/1 (int or bool), 1 for a real token and
+                0 for padding, covering the cached and the new tokens (``k = len(cache) + s``),
+                as in ``transformers``; or a bool ``(b, s, k)`` of allowed (query, key) pairs,
+                e.g. :func:`companion.batching.packed_attention_mask`. It is always combined
+                with the causal mask, and every query may see its own key, so padding
+                queries give finite logits (that no real token reads).
+            position_ids: int64 ``(b, s)``, the positions of the new tokens. Default: with a
+                2-D mask, the last ``s`` columns of
+                :func:`~companion.batching.position_ids_from_attention_mask` (what
+                ``transformers`` does for generation); otherwise ``len(cache) .. len(cache) + s - 1``
+                in every row.
+            cache: from :meth:`new_cache`; the new keys (with their positions) are appended.
+
+        With neither ``attention_mask`` nor ``position_ids`` this is the plain forward, as fast
+        as before; with either, positions and masks are built per batch row. Unlike
+        ``transformers``, no document mask is inferred from restarting position ids: a packed
+        row needs its ``attention_mask`` (without it, documents attend to each other).
+        """
         if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2:
             raise ValueError(f"tokens must be a (batch, seq) tensor of ids, got {getattr(tokens, 'shape', tokens)!r}")
         if tokens.is_floating_point():
@@ -215,6 +315,8 @@ class TinyDecoder(nn.Module):
         if cache is not None and (not isinstance(cache, list) or len(cache) != len(self.blocks)):
             raise TypeError("cache must come from model.new_cache()")
         start = 0 if cache is None else len(cache[0])  # tokens already seen
+        if attention_mask is not None or position_ids is not None:
+            return self._forward_batch(tokens, attention_mask, position_ids, cache, start)
         s = tokens.shape[1]
         x = self.token(tokens) * self.embed_scale  # (b, s, D) or (b, s, D - position_dim)
         if self.position is not None:
@@ -226,6 +328,23 @@ class TinyDecoder(nn.Module):
             if i and self.config.positions_every_layer:
                 x = self._add_positions(x, start)
             x = block(x, bias=bias, positions=positions, cache=None if cache is None else cache[i])
+        return self.head(self.norm(x))  # (b, s, V)
+
+    def _forward_batch(self, tokens, attention_mask, position_ids, cache, start) -> torch.Tensor:
+        """:meth:`forward` with a mask or position ids: positions and biases per batch row."""
+        allowed, position_ids = self._batch_inputs(tokens, attention_mask, position_ids, start)
+        x = self.token(tokens) * self.embed_scale  # (b, s, D) or (b, s, D - position_dim)
+        if self.position is not None:
+            self._check_table(int(position_ids.max()) + 1)
+            rows = self.position.table[position_ids].to(x.dtype)  # (b, s, width): each row its own
+            x = self._combine(x, rows)
+        x = self.embed_dropout(x)
+        keys = position_ids if not start else torch.cat([cache[0].positions, position_ids], dim=-1)  # (b, k)
+        bias = self._batch_bias(position_ids, keys, allowed, x.dtype)  # (b, h or 1, s, k)
+        for i, block in enumerate(self.blocks):
+            if i and self.config.positions_every_layer:
+                x = x + rows
+            x = block(x, bias=bias, positions=position_ids, cache=None if cache is None else cache[i])
         return self.head(self.norm(x))  # (b, s, V)
 
     def num_parameters(self) -> int:

@@ -91,6 +91,7 @@ class T5RelativeBias(nn.Module):
 
     ``forward(q_len, k_len)`` returns ``(h, q_len, k_len)``; the last query is aligned with
     the last key. T5 computes it in the first layer and shares it with the others.
+    :meth:`from_offsets` gives the bias of any ``key - query`` offsets, e.g. per batch row.
     """
 
     def __init__(self, num_heads: int, *, bidirectional: bool = True, num_buckets: int = 32, max_distance: int = 128):
@@ -109,3 +110,23 @@ class T5RelativeBias(nn.Module):
             max_distance=self.max_distance,
         )
         return self.bias(buckets).permute(2, 0, 1)  # (q, k, h) -> (h, q, k)
+
+    def from_offsets(self, relative_position: torch.Tensor) -> torch.Tensor:
+        """The bias of given offsets: ``(..., q, k)`` of ``key - query`` -> ``(..., h, q, k)``.
+
+        For a padded or packed batch, pass ``(b, q, k)`` offsets computed from each row's own
+        position ids; ``forward(q_len, k_len)`` is the case ``keys - queries`` of
+        :func:`~companion.attention.aligned_positions`.
+        """
+        if not isinstance(relative_position, torch.Tensor) or relative_position.ndim < 2:
+            raise ValueError(
+                "relative_position must be an integer tensor (..., q, k) of key - query offsets, got "
+                f"{getattr(relative_position, 'shape', type(relative_position).__name__)}"
+            )
+        buckets = t5_bucket(
+            relative_position.to(self.bias.weight.device),
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )
+        return self.bias(buckets).movedim(-1, -3)  # (..., q, k, h) -> (..., h, q, k)

@@ -248,20 +248,37 @@ def permute_qk_weights(weight: torch.Tensor, num_heads: int, *, to: str) -> torc
     return weight[index].clone()
 
 
-def _check_positions(positions: Any, seq: int, *, name: str = "positions", against: str = "x") -> torch.Tensor:
+def _check_positions(
+    positions: Any, seq: int, *, name: str = "positions", against: str = "x", batch: int | None = None
+) -> torch.Tensor:
+    """``positions`` as given, after checks: integer ``(seq,)``, or ``(batch, seq)`` if ``batch`` is given."""
     if positions is None:
         return torch.arange(seq)
+    shapes = "(seq,)" if batch is None else "(seq,) or (batch, seq)"
     if not isinstance(positions, torch.Tensor):
-        raise TypeError(f"{name} must be an integer torch.Tensor of shape (seq,), got {type(positions).__name__}")
+        raise TypeError(f"{name} must be an integer torch.Tensor of shape {shapes}, got {type(positions).__name__}")
     if positions.is_floating_point() or positions.is_complex() or positions.dtype == torch.bool:
         raise TypeError(f"{name} must be integers, got dtype {positions.dtype}")
-    if positions.shape != (seq,):
+    if positions.shape == (seq,) or (batch is not None and positions.shape == (batch, seq)):
+        return positions
+    if batch is None:
         raise ValueError(f"{name} must have shape (seq,) = ({seq},) to match {against}, got {tuple(positions.shape)}")
-    return positions
+    raise ValueError(
+        f"{name} must have shape (seq,) = ({seq},) to match {against}, or (batch, seq) = ({batch}, {seq}) "
+        f"for one row of positions per batch element, got {tuple(positions.shape)}"
+    )
+
+
+def _per_row(table: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """Make cos/sin rows broadcast against ``x (b, ..., s, d)``: ``(s, d/2)`` is kept, and
+    ``(b, s, d/2)`` (one row of positions per batch element) becomes ``(b, 1, .., 1, s, d/2)``."""
+    if table.ndim == 2:
+        return table
+    return table.reshape(table.shape[0], *[1] * (x.ndim - 3), *table.shape[1:])
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) -> torch.Tensor:
-    """Rotate pairs of ``x (..., s, d)`` by angles whose cos/sin are ``(s, d/2)``."""
+    """Rotate pairs of ``x (..., s, d)`` by angles whose cos/sin broadcast to ``(..., s, d/2)``."""
     if layout == "interleaved":
         x1, x2 = x[..., 0::2], x[..., 1::2]
     else:
@@ -296,7 +313,9 @@ def apply_rope(
 
     Args:
         x: ``(..., s, d)`` queries or keys (``d`` even), e.g. ``(b, h, s, d)``.
-        positions: integer ``(s,)``; defaults to ``0 .. s-1``.
+        positions: integer ``(s,)``, shared by every row; or ``(b, s)``, one row of positions per
+            batch element (``x`` is then ``(b, ..., s, d)``, e.g. a padded batch); defaults to
+            ``0 .. s-1``.
         base, scaling: as in :func:`rope_frequencies`.
         layout: ``"interleaved"`` or ``"halves"`` (see the module docstring).
 
@@ -305,10 +324,10 @@ def apply_rope(
     """
     x = _check_input(x)
     layout = _checks.choice("layout", layout, LAYOUTS)
-    positions = _check_positions(positions, x.shape[-2])
+    positions = _check_positions(positions, x.shape[-2], batch=x.shape[0] if x.ndim >= 3 else None)
     theta = torch.from_numpy(rope_frequencies(x.shape[-1], base=base, scaling=scaling))
-    angles = positions.to(torch.float64)[:, None] * theta  # (s, d/2), float64 on purpose
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    angles = positions.to(torch.float64)[..., None] * theta  # (s, d/2) or (b, s, d/2), float64 on purpose
+    cos, sin = _per_row(angles.cos().to(x.dtype), x), _per_row(angles.sin().to(x.dtype), x)
     return _rotate(x, cos.to(x.device), sin.to(x.device), layout)
 
 
@@ -363,8 +382,10 @@ class RotaryEmbedding(nn.Module):
         """Rotate one tensor, e.g. new keys before they are cached.
 
         Args:
-            x: ``(..., s, d)`` queries or keys.
-            positions: non-negative integer ``(s,)``; defaults to ``0 .. s-1``.
+            x: ``(..., s, d)`` queries or keys, e.g. ``(b, h, s, d)``.
+            positions: non-negative integers, ``(s,)`` shared by every row, or ``(b, s)`` with
+                one row of positions per batch element (``x`` is then ``(b, ..., s, d)``);
+                defaults to ``0 .. s-1``.
 
         Returns:
             Tensor of the same shape and dtype as ``x``.
@@ -372,15 +393,16 @@ class RotaryEmbedding(nn.Module):
         x = _check_input(x)
         if x.shape[-1] != self.dim:
             raise ValueError(f"x has {x.shape[-1]} features per head but the embedding has dim={self.dim}")
-        positions = _check_positions(positions, x.shape[-2]).to(self.theta.device)
+        batch = x.shape[0] if x.ndim >= 3 else None
+        positions = _check_positions(positions, x.shape[-2], batch=batch).to(self.theta.device)
         if positions.numel() and int(positions.min()) < 0:
             raise ValueError("positions must be non-negative for the cached tables; use apply_rope for others")
         needed = int(positions.max()) + 1 if positions.numel() else 0
         if needed > self.cached_len:
             self._build_cache(max(needed, 2 * self.cached_len))
-        cos = (self.cos[positions] * self.attention_scale).to(x.dtype)
+        cos = (self.cos[positions] * self.attention_scale).to(x.dtype)  # (s, d/2) or (b, s, d/2)
         sin = (self.sin[positions] * self.attention_scale).to(x.dtype)
-        return _rotate(x, cos, sin, self.layout)
+        return _rotate(x, _per_row(cos, x), _per_row(sin, x), self.layout)
 
     def forward(
         self,
@@ -395,7 +417,9 @@ class RotaryEmbedding(nn.Module):
 
         Either ``positions`` (``(s,)``, shared; then ``q`` and ``k`` have the same length
         ``s``; default ``0 .. s-1``) or both ``q_positions`` ``(q,)`` and ``k_positions``
-        ``(k,)``, for queries and keys of different lengths (decoding with a cache).
+        ``(k,)``, for queries and keys of different lengths (decoding with a cache). Each
+        may also be ``(b, s)``, one row of positions per batch element (a padded or packed
+        batch), with ``q`` and ``k`` of shape ``(b, ..., s, d)``.
         """
         q, k = _check_input(q), _check_input(k)
         separate = q_positions is not None or k_positions is not None
@@ -404,13 +428,14 @@ class RotaryEmbedding(nn.Module):
         if separate:
             if q_positions is None or k_positions is None:
                 raise ValueError("pass both q_positions and k_positions (one (seq,) tensor each)")
-            _check_positions(q_positions, q.shape[-2], name="q_positions", against="q")
-            _check_positions(k_positions, k.shape[-2], name="k_positions", against="k")
+            batch = q.shape[0] if q.ndim >= 3 else None
+            _check_positions(q_positions, q.shape[-2], name="q_positions", against="q", batch=batch)
+            _check_positions(k_positions, k.shape[-2], name="k_positions", against="k", batch=batch)
             return self.rotate(q, q_positions), self.rotate(k, k_positions)
         if q.shape[-2] != k.shape[-2]:
             raise ValueError(
                 f"q and k must have the same length to share positions, got {q.shape[-2]} and {k.shape[-2]}; "
                 "pass q_positions and k_positions for different lengths"
             )
-        positions = _check_positions(positions, q.shape[-2])
+        positions = _check_positions(positions, q.shape[-2], batch=q.shape[0] if q.ndim >= 3 else None)
         return self.rotate(q, positions), self.rotate(k, positions)
