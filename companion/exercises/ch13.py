@@ -104,7 +104,9 @@ def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
     return wrong("compare the losses of the four methods at factor 4 and pick the lowest.")
 
 
-SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1, 2], 400
+# The rerun trains two seeds for half the chapter's 400 steps, to stay quick (one round on two
+# cores); YaRN still beats PI in every seed, as it does with 400 steps.
+SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1], 200
 
 
 def check_small_base_rerun(result, answer) -> Feedback:
@@ -121,9 +123,9 @@ def check_small_base_rerun(result, answer) -> Feedback:
     if result["model_options"] != {"rope_base": SMALL_BASE}:
         return wrong(f"pass model_options={{'rope_base': {SMALL_BASE}}}, got {result['model_options']}")
     if list(result["seeds"]) != RERUN_SEEDS or list(result["factors"]) != [4]:
-        return wrong("use seeds=(0, 1, 2) and factors=(4,)")
+        return wrong("use seeds=(0, 1) and factors=(4,)")
     if result.get("steps") != RERUN_STEPS:
-        return wrong(f"keep the chapter's steps={RERUN_STEPS}")
+        return wrong(f"use steps={RERUN_STEPS}, as the exercise says (half the chapter's 400 steps)")
     if not isinstance(answer, (tuple, list)) or len(answer) != 2:
         return wrong("answer should be a pair: (number of kept pairs, True or False)")
     kept, better = answer
