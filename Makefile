@@ -52,7 +52,7 @@ lab: $(STAMP)
 # Re-execute notebooks in place and store their outputs (authors only): make execute NB=book/03_formula.ipynb
 NB ?= $(NOTEBOOKS)
 execute: $(STAMP)
-	$(PY) tests/notebooks.py execute $(NB)
+	LAB_RECORD=1 $(PY) tests/notebooks.py execute $(NB)
 
 # Redraw the cover figure that README.md and the landing page show (a test checks it is current).
 figures: $(STAMP)

@@ -60,6 +60,14 @@ from companion.exercises import (
     check_table_row_rms, check_tensor2tensor_base, check_tiny_yarn_gamma,
     check_wavelength_ratio, check_widened_concat_parameters, check_yarn_classes,
 )
+from companion.exercises.ch17 import check_alibi_slopes_of_24, check_checkpoint_layouts
+from companion.exercises.ch16 import (
+    check_kv_cache_entries, check_position_parameters, check_scheme_for_requirement,
+)
+from companion.exercises.ch14 import (
+    check_left_padded_position_ids, check_packed_causal_mask, check_schemes_without_position_ids,
+)
+from companion.exercises.ch15 import check_fixes, check_std_ratio, check_suspect_offset
 from companion.exercises._feedback import Feedback
 
 __all__ = ["CHAPTERS", "EXERCISES", "Exercise", "FunctionAnswer", "chapter_exercises",
@@ -80,6 +88,10 @@ CHAPTERS = {
     "11": "11_train_short_test_long",
     "12": "12_add_or_concat",
     "13": "13_stretching_trained_rope",
+    "14": "14_batches_and_padding",
+    "15": "15_debugging_positions",
+    "16": "16_how_to_choose",
+    "17": "17_cheat_sheet",
 }
 
 
@@ -358,12 +370,27 @@ _value("ch11-order-one", ("rerun", "answer"), check_order_one_rerun)
 
 _value("ch12-widened-params", "answer", check_widened_concat_parameters)
 _value("ch12-real-or-not", "answer", check_seed_spread_verdicts)
-_value("ch12-position-dim", ("rows_8", "rows_32", "answer"), check_position_dim_rerun)
+_value("ch12-position-dim", ("rows_8", "rows_24", "answer"), check_position_dim_rerun)
 
 _value("ch13-yarn-gamma", "answer", check_tiny_yarn_gamma)
 _value("ch13-ntk-base", "answer", check_ntk_base_head16)
 _value("ch13-best-at-4x", "answer", check_best_zero_shot_at_4x)
 _value("ch13-small-base", ("result", "answer"), check_small_base_rerun)
+
+_value("ch14-left-position-ids", "answer", check_left_padded_position_ids)
+_value("ch14-packed-mask", "answer", check_packed_causal_mask)
+_value("ch14-which-schemes", "answer", check_schemes_without_position_ids)
+
+_value("ch15-suspect-offset", "answer", check_suspect_offset, givens=("suspect_add_positions",))
+_value("ch15-std-ratio", "answer", check_std_ratio)
+_value("ch15-choose-fix", "answer", check_fixes)
+
+_value("ch16-position-params", "answer", check_position_parameters)
+_value("ch16-kv-cache", "answer", check_kv_cache_entries)
+_value("ch16-requirement", "answer", check_scheme_for_requirement)
+
+_value("ch17-checkpoint-layouts", "answer", check_checkpoint_layouts)
+_value("ch17-alibi-24", "answer", check_alibi_slopes_of_24)
 
 
 # ---- grading, in the grader's own process ---------------------------------------------------------

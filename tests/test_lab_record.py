@@ -1,0 +1,88 @@
+"""Tests of companion/lab_record.py: the recorded lab results and their reader."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from companion.lab_record import KEYS, RESULTS, recorded
+
+
+def test_the_repository_file_has_every_chapter_and_key():
+    data = recorded()
+    assert RESULTS.is_file()
+    for chapter, keys in KEYS.items():
+        assert set(keys) <= set(data[chapter])
+
+
+def test_chapter_11_losses_have_one_row_per_seed_and_one_value_per_length():
+    ch11 = recorded()["ch11"]
+    lens, seeds = ch11["lens"], ch11["seeds"]
+    assert sorted(ch11["floor_by_length"]) == sorted(str(n) for n in lens)
+    assert len(seeds) >= 2 and len(set(seeds)) == len(seeds)
+    for scheme, rows in ch11["loss"].items():
+        assert len(rows) == len(seeds), scheme
+        assert all(len(row) == len(lens) and all(math.isfinite(x) for x in row) for row in rows)
+        # A loss can never beat the chain's own floor at that length.
+        assert all(x > ch11["floor_by_length"][str(n)] for row in rows for x, n in zip(row, lens))
+
+
+def test_chapter_12_names_and_losses_match():
+    ch12 = recorded()["ch12"]
+    assert sorted(ch12["loss"]) == sorted(ch12["names"])
+    sizes = {len(values) for values in ch12["loss"].values()}
+    assert len(sizes) == 1 and sizes.pop() >= 2
+    assert all(x > ch12["floor"] for values in ch12["loss"].values() for x in values)
+
+
+def test_chapter_13_tables_have_one_column_per_factor():
+    ch13 = recorded()["ch13"]
+    factors, n_seeds = ch13["factors"], len(ch13["trained"])
+    for table in ("zero_shot", "finetuned"):
+        for method, rows in ch13[table].items():
+            assert len(rows) == n_seeds and all(len(row) == len(factors) for row in rows), method
+    for method, rows in ch13["finetuned"].items():
+        tuned = [f for j, f in enumerate(factors) if all(row[j] is not None for row in rows)]
+        assert tuned, f"{method} has no fine-tuned factor"
+    assert str(ch13["train_len"]) in ch13["floor_by_length"]
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def test_reads_another_file_given_as_str_or_path(tmp_path):
+    data = recorded()
+    path = _write(tmp_path, data)
+    assert recorded(path) == data == recorded(str(path))
+
+
+def test_a_missing_file_says_how_to_make_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="lab chapters"):
+        recorded(tmp_path / "nothing.json")
+
+
+def test_a_path_of_the_wrong_type_is_refused():
+    with pytest.raises(TypeError, match="path must be"):
+        recorded(42)
+
+
+@pytest.mark.parametrize("chapter", sorted(KEYS))
+def test_a_file_without_a_chapter_or_a_key_is_refused(tmp_path, chapter):
+    data = recorded()
+    without_chapter = {k: v for k, v in data.items() if k != chapter}
+    with pytest.raises(ValueError, match=chapter):
+        recorded(_write(tmp_path, without_chapter))
+    key = KEYS[chapter][0]
+    without_key = {**data, chapter: {k: v for k, v in data[chapter].items() if k != key}}
+    with pytest.raises(ValueError, match=key):
+        recorded(_write(tmp_path, without_key))
+
+
+def test_a_file_that_is_not_an_object_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="JSON object"):
+        recorded(_write(tmp_path, [1, 2, 3]))
