@@ -106,7 +106,7 @@ def record(chapter: str, entry: dict, *, path=None) -> bool:
 
     The lab chapters end by calling this with what they measured. With ``LAB_RECORD=1`` in
     the environment (``make execute`` sets it), ``entry`` replaces the chapter's entry in the
-    file. Otherwise every number must be within :data:`TOLERANCE` of the recorded one, and
+    file. Otherwise every number must be within ``TOLERANCE`` (0.03) of the recorded one, and
     everything else equal, so the file cannot silently go stale when the lab changes. With
     ``LAB_SEEDS`` set (a rerun on other seeds) nothing is checked or written.
 

@@ -78,33 +78,61 @@ def test_verdicts_reject_with_hint(answer, words):
 
 # ---- ch12-position-dim -----------------------------------------------------------------
 
-def _rows(position_dim, losses, steps=300, seeds=(0, 1, 2)):
-    """A stand-in for lab.add_vs_concat's rows, with the parameter count of the real model."""
-    from companion.model import ModelConfig, TinyDecoder
+def _rows(position_dim, losses, steps=100, seeds=(0, 1, 2), options=True):
+    """A stand-in for lab.add_vs_concat's rows, with the parameter count of the lab's real model."""
+    from companion import lab
 
     params = TinyDecoder(ModelConfig(8, position="sinusoidal", combine="concat", position_dim=position_dim,
-                                     max_len=32)).num_parameters()
-    return [{"position": "sinusoidal", "combine": "concat", "scale": True, "seed": s, "loss": loss,
-             "parameters": params, "history": [0.0] * steps} for s, loss in zip(seeds, losses)]
+                                     max_len=32, **lab.MODEL)).num_parameters()
+    given = {"position_dim": position_dim} if options else {}
+    return [{"position": "sinusoidal", "combine": "concat", "scale": True, "options": given, "seed": s,
+             "loss": loss, "parameters": params, "history": [0.0] * steps} for s, loss in zip(seeds, losses)]
+
+
+def test_position_dim_reference_counts_differ_by_the_token_table():
+    # Moving 16 features from tokens to positions removes 16 columns of the 8-row token table.
+    assert _rows(8, [1.6])[0]["parameters"] - _rows(24, [1.6])[0]["parameters"] == 8 * 16
 
 
 def test_position_dim_checks_the_verdict_against_the_learners_numbers():
-    apart = (_rows(8, [1.70, 1.71, 1.72]), _rows(32, [1.60, 1.61, 1.62]))
-    close = (_rows(8, [1.60, 1.62, 1.64]), _rows(32, [1.61, 1.61, 1.63]))
+    apart = (_rows(8, [1.70, 1.71, 1.72]), _rows(24, [1.60, 1.61, 1.62]))
+    close = (_rows(8, [1.60, 1.62, 1.64]), _rows(24, [1.61, 1.61, 1.63]))
     assert check_position_dim_rerun(*apart, "real")
     assert check_position_dim_rerun(*close, "within the spread")
     assert not check_position_dim_rerun(*apart, "within the spread")
-    float32 = (_rows(8, np.float32([1.70, 1.71, 1.72])), _rows(32, np.float32([1.60, 1.61, 1.62])))
+    float32 = (_rows(8, np.float32([1.70, 1.71, 1.72])), _rows(24, np.float32([1.60, 1.61, 1.62])))
     assert check_position_dim_rerun(*float32, "real")
+    float64 = (_rows(8, np.float64([1.60, 1.62, 1.64])), _rows(24, np.float64([1.61, 1.61, 1.63])))
+    assert check_position_dim_rerun(*float64, "within the spread")
 
 
-@pytest.mark.parametrize("rows_8, rows_32, answer, hint", [
-    (_rows(16, [1.6] * 3), _rows(32, [1.6] * 3), "real", "position_dim=8"),
-    (_rows(8, [1.6] * 3, steps=100), _rows(32, [1.6] * 3), "real", "steps=300"),
-    (_rows(8, [1.6] * 2, seeds=(0, 1)), _rows(32, [1.6] * 3), "real", "seeds=(0, 1, 2)"),
-    (_rows(8, [1.6] * 3), _rows(32, [1.6] * 3), "maybe", "one of"),
-    ("rows", _rows(32, [1.6] * 3), "real", "list of rows"),
+def test_position_dim_accepts_two_separate_calls():
+    # lab.add_vs_concat(position_dim=8, ...) gives rows without options; the split is what counts.
+    assert check_position_dim_rerun(_rows(8, [1.6] * 3, options=False), _rows(24, [1.7] * 3, options=False),
+                                    "real")
+
+
+def test_position_dim_rejects_the_rows_of_one_call_unsplit():
+    both = _rows(8, [1.6] * 3) + _rows(24, [1.6] * 3, seeds=(0, 1, 2))
+    feedback = check_position_dim_rerun(both, _rows(24, [1.6] * 3), "real")
+    assert not feedback and "one split per list" in feedback.message
+
+
+@pytest.mark.parametrize("rows_8, rows_24, answer, hint", [
+    (_rows(16, [1.6] * 3), _rows(24, [1.6] * 3), "real", "{'position_dim': 8}"),
+    (_rows(24, [1.6] * 3), _rows(8, [1.6] * 3), "real", "rows_8: these rows do not have 8 position features"),
+    (_rows(8, [1.6] * 3, steps=140), _rows(24, [1.6] * 3), "real", "steps=100"),
+    (_rows(8, [1.6] * 2, seeds=(0, 1)), _rows(24, [1.6] * 3), "real", "seeds=(0, 1, 2)"),
+    (_rows(8, [1.6] * 3), _rows(24, [1.6] * 3), "maybe", "one of"),
+    ("rows", _rows(24, [1.6] * 3), "real", "list of the rows"),
+    (_rows(8, [1.6] * 3), [dict(r, position="learned") for r in _rows(24, [1.6] * 3)], "real", "'sinusoidal'"),
 ])
-def test_position_dim_explains_a_wrong_rerun(rows_8, rows_32, answer, hint):
-    feedback = check_position_dim_rerun(rows_8, rows_32, answer)
+def test_position_dim_explains_a_wrong_rerun(rows_8, rows_24, answer, hint):
+    feedback = check_position_dim_rerun(rows_8, rows_24, answer)
     assert not feedback and hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", ODD_INPUTS, ids=range(len(ODD_INPUTS)))
+def test_position_dim_odd_inputs_are_rejected_without_raising(answer):
+    feedback = check_position_dim_rerun(answer, answer, answer)
+    assert isinstance(feedback, Feedback) and not feedback and feedback.message

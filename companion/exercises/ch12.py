@@ -91,41 +91,45 @@ def check_seed_spread_verdicts(answer) -> Feedback:
                  "side of zero, at least twice their spread (half their range) away from it.")
 
 
-RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 300, (8, 32)
+RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 100, (8, 24)
 
 
 def _concat_parameters(position_dim: int) -> int:
     """Parameters of the lab's sinusoidal-concat model with this split (no table parameters)."""
-    return _decoder_parameters(8, 64, 2, 64 - position_dim, 0, 0)
+    from companion.lab import MODEL
+
+    width = MODEL["dim"]
+    return _decoder_parameters(8, width, 2, width - position_dim, 0, 0)
 
 
 def _rerun_problem(rows, position_dim: int) -> str | None:
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        return "each rerun should be the list of rows that lab.add_vs_concat(...) returns"
+        return "each rerun should be a list of the rows that lab.add_vs_concat(...) returns"
     if [r.get("seed") for r in rows] != RERUN_SEEDS:
-        return f"use seeds=(0, 1, 2) and one config, got seeds {[r.get('seed') for r in rows]}"
+        return f"use seeds=(0, 1, 2) and keep one split per list, got seeds {[r.get('seed') for r in rows]}"
     if any((r.get("position"), r.get("combine"), r.get("scale")) != ("sinusoidal", "concat", True) for r in rows):
-        return "use configs=(('sinusoidal', 'concat', True),)"
+        return "use the configuration ('sinusoidal', 'concat', True)"
     if any(len(r.get("history", ())) != RERUN_STEPS for r in rows):
         return f"train for steps={RERUN_STEPS}"
     if any(r.get("parameters") != _concat_parameters(position_dim) for r in rows):
-        return f"the parameter count does not match position_dim={position_dim}: pass position_dim={position_dim}"
+        return (f"these rows do not have {position_dim} position features: give the configuration the options "
+                f"{{'position_dim': {position_dim}}}, and keep only its rows in this list")
     return None
 
 
-def check_position_dim_rerun(rows_8, rows_32, answer) -> Feedback:
-    """Sinusoidal concat with 8 and with 32 position features: 'real' or 'within the spread'?
+def check_position_dim_rerun(rows_8, rows_24, answer) -> Feedback:
+    """Sinusoidal concat with 8 and with 24 of the 32 features for positions: 'real' or 'within the spread'?
 
     The verdict is checked against the learner's own two reruns, with the chapter's rule.
     """
-    for rows, dim in ((rows_8, 8), (rows_32, 32)):
+    for rows, dim in ((rows_8, 8), (rows_24, 24)):
         problem = _rerun_problem(rows, dim)
         if problem:
             return wrong(f"rows_{dim}: {problem}")
     if answer not in VERDICTS:
         return wrong(f"answer should be one of {VERDICTS}, got {answer!r}")
-    loss_8, loss_32 = ([r["loss"] for r in rows] for rows in (rows_8, rows_32))
-    truth = _verdict(loss_8, loss_32)
+    loss_8, loss_24 = ([r["loss"] for r in rows] for rows in (rows_8, rows_24))
+    truth = _verdict(loss_8, loss_24)
     if answer == truth:
         return right("Your verdict follows your runs. More features for positions leave fewer for "
                      "tokens: the split is a trade, not a free gain.")
