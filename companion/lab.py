@@ -11,11 +11,16 @@ may want to turn. Losses are in nats per predicted token.
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import signal
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 import numpy as np
@@ -23,7 +28,7 @@ import numpy as np
 from companion import _checks
 from companion.data import MarkovChain
 from companion.model import SCHEMES, ModelConfig, TinyDecoder
-from companion.train import TrainConfig, evaluate, floor_by_length, loss_by_position, train
+from companion.train import TrainConfig, evaluate, floor_by_length, loss_by_position, one_thread, train
 
 SOURCE = {"vocab_size": 8, "order": 2, "seed": 0}
 # The five seeds every lab claim is checked on. LAB_SEEDS="5,6,7,8,9" in the environment
@@ -51,23 +56,101 @@ def available_cores() -> int:
 
 
 def run_parallel(function: Callable, tasks: Sequence[tuple], workers: int | None = None) -> list:
-    """``[function(*task) for task in tasks]``, in ``workers`` fresh processes.
+    """``[function(*task) for task in tasks]``, on ``workers`` processes: this one and helpers.
 
     ``function`` must be importable (defined at the top level of a module). With one worker,
-    or one task, everything runs in this process. Workers are fresh interpreters ("spawn"),
-    so a script that calls this must do so under ``if __name__ == "__main__":``;
-    notebooks need nothing. Results come back in the order of
-    ``tasks``. Each run seeds itself and trains on one thread, so the results do not depend
-    on which process ran it.
+    or one task, everything runs in this process. Otherwise this process runs tasks too,
+    next to ``workers - 1`` helper processes, which are fresh interpreters ("spawn"): a
+    script that calls this must do so under ``if __name__ == "__main__":``; notebooks need
+    nothing. Results come back in the order of ``tasks``. Every task runs on one thread and
+    seeds itself, so the results do not depend on which process ran it.
+
+    Starting a helper costs a few seconds (it imports PyTorch); this process works in the
+    meantime, and the helpers stay alive for the next call. They stop when Python exits,
+    or with :func:`stop_workers`.
     """
     workers = available_cores() if workers is None else _checks.positive_int("workers", workers)
+    tasks = list(tasks)
     workers = min(workers, len(tasks))
     if workers <= 1:
-        return [function(*task) for task in tasks]
-    # "spawn" starts clean interpreters on every platform (fork is unsafe with threads).
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(function, *zip(*tasks)))
+        return [_run_one(function, task) for task in tasks]
+    pool, helpers = _pool(workers - 1), workers - 1
+    pending = collections.deque(range(len(tasks)))  # in order: callers put long tasks first
+    lock = threading.Lock()
+    results, futures, failed = [None] * len(tasks), {}, []
+
+    def take() -> int | None:
+        with lock:
+            return pending.popleft() if pending else None
+
+    def feed() -> None:  # in a thread: give each helper its next task as soon as it is free
+        running = set()
+        try:
+            while True:
+                while len(running) < helpers and (i := take()) is not None:
+                    future = pool.submit(_run_one, function, tasks[i])
+                    futures[future], running = i, running | {future}
+                if not running:
+                    return
+                _, running = wait(running, return_when=FIRST_COMPLETED)
+        except BaseException as error:  # e.g. the pool broke: the caller raises it
+            failed.append(error)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        while (i := take()) is not None:  # this process takes tasks from the same queue
+            results[i] = _run_one(function, tasks[i])
+        feeder.join()
+        if failed:
+            raise failed[0]
+        for future, i in futures.items():
+            results[i] = future.result()
+    except BaseException as error:
+        with lock:
+            pending.clear()  # the helpers finish the task in hand and take no more
+        if isinstance(error, BrokenProcessPool):
+            stop_workers()  # a helper died (out of memory, killed): start afresh next time
+        raise
+    return results
+
+
+def _run_one(function: Callable, task: tuple):
+    with one_thread():
+        return function(*task)
+
+
+def _start_helper(parent: int) -> None:
+    """Runs first in every helper: Ctrl-C is for the parent; exit when the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+_POOL: dict[int, ProcessPoolExecutor] = {}  # at most one pool: {number of helpers: pool}
+
+
+def _pool(helpers: int) -> ProcessPoolExecutor:
+    if helpers not in _POOL:
+        stop_workers()
+        # "spawn" starts clean interpreters on every platform (fork is unsafe with threads).
+        context = multiprocessing.get_context("spawn")
+        _POOL[helpers] = ProcessPoolExecutor(
+            max_workers=helpers, mp_context=context, initializer=_start_helper, initargs=(os.getpid(),)
+        )
+    return _POOL[helpers]
+
+
+def stop_workers() -> None:
+    """Stop the helper processes that :func:`run_parallel` keeps between calls."""
+    for pool in _POOL.values():
+        pool.shutdown(wait=True, cancel_futures=True)
+    _POOL.clear()
 
 
 def _seeds(seeds: Sequence[int]) -> list[int]:
@@ -124,7 +207,7 @@ def length_extrapolation(
     *,
     steps: int = 400,
     num_tokens: int = 8192,
-    position_sequences: int = 128,
+    position_sequences: int = 64,
     stride: int | None = None,
     strided_lens: Sequence[int] | None = None,
     strided_tokens: int = 2048,

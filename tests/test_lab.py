@@ -1,5 +1,7 @@
 """Tests of companion.lab entry points, on tiny budgets (the chapters run the real ones)."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -112,3 +114,43 @@ def test_robust_needs_a_margin_of_twice_the_spread():
     with pytest.raises(ValueError, match="at least two"):
         lab.robust([1.0], above=0.0)
     assert lab.approx(1.23456) == "≈1.23" and lab.approx(2, 3) == "≈2.000"
+
+
+def _worker_pid(delay):
+    import os
+    import time
+
+    time.sleep(delay)
+    return os.getpid()
+
+
+def _fail_on(task, bad):
+    if task == bad:
+        raise ValueError(f"task {task} failed")
+    return task
+
+
+def test_helpers_stay_alive_between_calls_until_stopped():
+    here, tasks = os.getpid(), [(0.1,)] * 6
+    first = set(lab.run_parallel(_worker_pid, tasks, workers=2)) - {here}
+    again = set(lab.run_parallel(_worker_pid, tasks, workers=2)) - {here}
+    assert len(first) == 1 and again == first  # one helper, reused
+    lab.stop_workers()
+    fresh = set(lab.run_parallel(_worker_pid, tasks[:3], workers=2)) - {here}
+    assert len(fresh) == 1 and not fresh & first
+    lab.stop_workers()
+    assert lab.run_parallel(_worker_pid, [(0.0,)], workers=2) == [here]  # one task: here
+
+
+def test_results_keep_the_order_of_the_tasks_and_errors_reach_the_caller():
+    tasks = [(k, None) for k in range(20)]
+    assert lab.run_parallel(_fail_on, tasks, workers=2) == list(range(20))
+    for bad in (0, 19):  # wherever the failing task runs
+        with pytest.raises(ValueError, match=f"task {bad} failed"):
+            lab.run_parallel(_fail_on, [(k, bad) for k in range(20)], workers=2)
+    assert lab.run_parallel(_fail_on, tasks, workers=2) == list(range(20))  # still usable
+
+
+def test_tasks_run_on_one_thread_in_every_process():
+    threads = lab.run_parallel(torch.get_num_threads, [()] * 4, workers=2)
+    assert threads == [1, 1, 1, 1] and torch.get_num_threads() >= 1
