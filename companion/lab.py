@@ -364,33 +364,52 @@ def with_rope_scaling(model: TinyDecoder, scaling: dict | None, *, attention_sca
     return stretched
 
 
-def _rope_extension_run(config, train_config, source, factors, finetune_factor, finetune_steps, finetune_batch_size,
-                        num_tokens):
-    """One seed of :func:`rope_extension`: train, stretch zero-shot, fine-tune each method."""
+def _apply(function: Callable, args: tuple):
+    """``function(*args)``: lets one :func:`run_parallel` call run tasks of several kinds."""
+    return function(*args)
+
+
+def _trained_rope_model(config: ModelConfig, state: dict) -> TinyDecoder:
+    model = TinyDecoder(config)
+    model.load_state_dict(state)
+    return model
+
+
+def _rope_train_run(config, train_config, source, num_tokens):
+    """One seed of :func:`rope_extension`, first part: train at L; plain data only."""
+    model, history = train(config, train_config, source)
+    length = train_config.seq_len
+    return {"trained": evaluate(model, source, [length], num_tokens=num_tokens)[length], "history": history,
+            "state": model.state_dict()}
+
+
+def _rope_method_run(config, state, train_config, source, method, factors, finetune_factor, finetune_steps,
+                     finetune_batch_size, num_tokens):
+    """One (seed, method) of :func:`rope_extension`: stretch zero-shot to each factor, then fine-tune."""
     from companion.rope import yarn_attention_scale
 
-    train_len, seed = train_config.seq_len, train_config.seed
-    base_model, history = train(config, train_config, source)
+    base_model, train_len = _trained_rope_model(config, state), train_config.seq_len
 
-    def stretched(method: str, factor: int) -> TinyDecoder:
+    def stretched(factor: int) -> TinyDecoder:
         scale = yarn_attention_scale(factor) if method == "yarn" else 1.0
         return with_rope_scaling(base_model, rope_scalings(factor, train_len)[method], attention_scale=scale)
 
-    out = {"trained": evaluate(base_model, source, [train_len], num_tokens=num_tokens)[train_len],
-           "history": history, "zero_shot": {}, "finetuned": {}, "state": base_model.state_dict()}
-    long_len = finetune_factor * train_len
-    for method in rope_scalings(2, train_len):
-        out["zero_shot"][method] = {
-            f: evaluate(stretched(method, f), source, [f * train_len], num_tokens=num_tokens)[f * train_len]
-            for f in factors
-        }
-        if not finetune_steps:
-            continue
-        tune = TrainConfig(steps=finetune_steps, batch_size=finetune_batch_size, seq_len=long_len, seed=seed + 100,
-                           warmup=1, lr=1e-3)
-        tuned, _ = train(config, tune, source, model=stretched(method, finetune_factor))
-        out["finetuned"][method] = evaluate(tuned, source, [long_len], num_tokens=num_tokens)[long_len]
+    out = {"zero_shot": {f: evaluate(stretched(f), source, [f * train_len], num_tokens=num_tokens)[f * train_len]
+                         for f in factors}}
+    if finetune_steps:
+        long_len = finetune_factor * train_len
+        tune = TrainConfig(steps=finetune_steps, batch_size=finetune_batch_size, seq_len=long_len,
+                           seed=train_config.seed + 100, warmup=1, lr=1e-3)
+        tuned, _ = train(config, tune, source, model=stretched(finetune_factor))
+        out["finetuned"] = evaluate(tuned, source, [long_len], num_tokens=num_tokens)[long_len]
     return out
+
+
+def _rope_continue_run(config, state, train_config, source, num_tokens):
+    """One (seed, rate) of :func:`rope_extension`'s ``continued_lrs``: train on at L, evaluate at L."""
+    more, _ = train(config, train_config, source, model=_trained_rope_model(config, state))
+    length = train_config.seq_len
+    return evaluate(more, source, [length], num_tokens=num_tokens)[length]
 
 
 def rope_extension(
@@ -402,6 +421,7 @@ def rope_extension(
     finetune_factor: int = 4,
     finetune_steps: int = 40,
     finetune_batch_size: int = 8,
+    continued_lrs: Sequence[float] = (),
     num_tokens: int = 8192,
     model_options: dict | None = None,
     source: MarkovChain | None = None,
@@ -417,10 +437,16 @@ def rope_extension(
     YaRN also gets its attention temperature. ``model_options`` are extra
     :class:`ModelConfig` fields (e.g. ``{"rope_base": 100.0}``).
 
+    ``continued_lrs`` is a control: for each learning rate, a copy of each seed's trained
+    model, unscaled, is trained on at ``train_len`` for ``finetune_steps`` steps with the same
+    tokens per step as fine-tuning (``finetune_batch_size * finetune_factor`` sequences),
+    then evaluated at ``train_len``.
+
     Returns:
         ``{"seeds", "factors", "floor_by_length": {...}, "trained": (seeds,),
         "history": (seeds, steps), "zero_shot": {method: (seeds, factors)},
-        "finetuned": {method: (seeds,)}}`` (arrays of losses).
+        "finetuned": {method: (seeds,)}, "continued": {lr: (seeds,)}, "models"}`` (arrays of
+        losses; ``"models"``: each seed's trained model).
     """
     source = default_source() if source is None else source
     train_len = _checks.positive_int("train_len", train_len)
@@ -431,24 +457,38 @@ def rope_extension(
     seeds = _seeds(seeds)
     lens = [train_len] + [f * train_len for f in factors]
     finetune_batch_size = _checks.positive_int("finetune_batch_size", finetune_batch_size)
+    continued_lrs = [_checks.real("learning rate in continued_lrs", lr) for lr in continued_lrs]
+    if any(lr <= 0 for lr in continued_lrs) or (continued_lrs and not finetune_steps):
+        raise ValueError(f"continued_lrs must be positive rates, with finetune_steps > 0; got {continued_lrs}")
     config = _model_config(source, model_options, position="rope", **ROPE_MODEL)
-    tasks = [(config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, factors, finetune_factor,
-              finetune_steps, finetune_batch_size, num_tokens) for seed in seeds]
-    runs = run_parallel(_rope_extension_run, tasks, workers)
+    configs = [TrainConfig(steps=steps, seq_len=train_len, seed=seed) for seed in seeds]
+    runs = run_parallel(_rope_train_run, [(config, tc, source, num_tokens) for tc in configs], workers)
+    # Then every (seed, method) and every (seed, rate) on its own, so that the processes
+    # finish together: far more tasks than processes.
     methods = list(rope_scalings(2, train_len))
-    models = []
-    for run in runs:
-        model = TinyDecoder(config)
-        model.load_state_dict(run["state"])
-        models.append(model.eval())
+    method_tasks = [(config, run["state"], tc, source, m, factors, finetune_factor, finetune_steps,
+                     finetune_batch_size, num_tokens) for run, tc in zip(runs, configs) for m in methods]
+    continued = [dataclasses.replace(tc, steps=finetune_steps, batch_size=finetune_batch_size * finetune_factor,
+                                     seed=tc.seed + 100, warmup=1, lr=lr)
+                 for lr in continued_lrs for tc in configs]
+    continue_tasks = [(config, run["state"], tc, source, num_tokens)
+                      for tc, run in zip(continued, runs * len(continued_lrs))]
+    results = run_parallel(_apply, [(_rope_method_run, task) for task in method_tasks]
+                           + [(_rope_continue_run, task) for task in continue_tasks], workers)
+    per_method, per_rate = results[: len(method_tasks)], results[len(method_tasks) :]
+    by_seed = [per_method[k * len(methods) : (k + 1) * len(methods)] for k in range(len(seeds))]
     return {
         "seeds": seeds, "factors": factors, "steps": steps, "model_options": dict(model_options or {}),
         "floor_by_length": floor_by_length(source, sorted(set(lens + [finetune_factor * train_len]))),
         "trained": np.array([r["trained"] for r in runs]),
         "history": np.array([r["history"] for r in runs]),
-        "zero_shot": {m: np.array([[r["zero_shot"][m][f] for f in factors] for r in runs]) for m in methods},
-        "finetuned": {m: np.array([r["finetuned"][m] for r in runs]) for m in methods if finetune_steps},
-        "models": models,
+        "zero_shot": {m: np.array([[row[j]["zero_shot"][f] for f in factors] for row in by_seed])
+                      for j, m in enumerate(methods)},
+        "finetuned": {m: np.array([row[j]["finetuned"] for row in by_seed]) for j, m in enumerate(methods)
+                      if finetune_steps},
+        "continued": {lr: np.array(per_rate[k * len(seeds) : (k + 1) * len(seeds)])
+                      for k, lr in enumerate(continued_lrs)},
+        "models": [_trained_rope_model(config, run["state"]).eval() for run in runs],
     }
 
 

@@ -8,7 +8,7 @@ import torch
 
 from companion import lab
 from companion.model import ModelConfig
-from companion.train import TrainConfig, evaluate, train
+from companion.train import TrainConfig, evaluate, one_thread, train
 
 
 def test_length_extrapolation_shapes_and_floor():
@@ -61,6 +61,31 @@ def test_rope_extension_shapes():
     model = result["models"][1]  # the trained model itself: it reproduces its own evaluation
     again = evaluate(model, lab.default_source(), [8], num_tokens=256)[8]
     assert again == result["trained"][1] and not model.training
+
+
+def test_rope_extension_control_trains_each_seed_on_at_the_training_length():
+    kwargs = dict(train_len=8, factors=(2,), seeds=(0, 1), steps=3, finetune_factor=2, finetune_steps=2,
+                  finetune_batch_size=3, num_tokens=256)
+    result = lab.rope_extension(continued_lrs=(1e-3, 5e-2), workers=2, **kwargs)
+    assert set(result["continued"]) == {1e-3, 5e-2} and result["continued"][1e-3].shape == (2,)
+    source = lab.default_source()
+    for k, (seed, model) in enumerate(zip(result["seeds"], result["models"])):
+        for lr in (1e-3, 5e-2):  # by hand, on one thread as the lab: 2 steps of 2 * 3 sequences at L
+            more = TrainConfig(steps=2, batch_size=6, seq_len=8, seed=seed + 100, warmup=1, lr=lr)
+            with one_thread():
+                longer, _ = train(model.config, more, source, model=lab.with_rope_scaling(model, None))
+                loss = evaluate(longer, source, [8], num_tokens=256)[8]
+            assert loss == result["continued"][lr][k]
+    assert result["continued"][1e-3][0] != result["continued"][5e-2][0]
+    without = lab.rope_extension(workers=1, **kwargs)  # the control changes nothing else
+    for key in ("zero_shot", "finetuned"):
+        for method, values in without[key].items():
+            assert np.array_equal(values, result[key][method]), (key, method)
+    assert without["continued"] == {}
+    with pytest.raises(ValueError, match="continued_lrs must be positive"):
+        lab.rope_extension(continued_lrs=(0.0,), steps=1)
+    with pytest.raises(ValueError, match="finetune_steps > 0"):
+        lab.rope_extension(continued_lrs=(1e-3,), finetune_steps=0, steps=1)
 
 
 def test_flops_and_spread():
