@@ -211,6 +211,7 @@ def length_extrapolation(
     stride: int | None = None,
     strided_lens: Sequence[int] | None = None,
     strided_tokens: int = 2048,
+    strided_schemes: Sequence[str] | None = None,
     extra_steps: dict[str, int] | None = None,
     model_options: dict | None = None,
     source: MarkovChain | None = None,
@@ -223,8 +224,9 @@ def length_extrapolation(
     ``stride``, the models are also evaluated with a sliding window at ``strided_lens``
     (default L, 2L, 6L) on ``strided_tokens`` tokens, every scored prediction having at
     least ``length - stride`` tokens of context, and scored as the excess over the chain's
-    own loss on the same tokens (0 is the best possible). ``model_options`` are extra :class:`ModelConfig` fields for every
-    model (e.g. ``{"rope_base": 100.0}``); ``source`` replaces the lab's chain.
+    own loss on the same tokens (0 is the best possible); ``strided_schemes`` (default: all)
+    limits this to some schemes. ``model_options`` are extra :class:`ModelConfig` fields for
+    every model (e.g. ``{"rope_base": 100.0}``); ``source`` replaces the lab's chain.
     ``extra_steps`` (e.g. ``{"none": 1200}``) trains those schemes on past ``steps`` (every
     result above is still taken at ``steps``: the run passes through the same state) and
     adds their loss at the end as ``"long_loss"`` and ``"long_history"``. ``device``
@@ -236,7 +238,7 @@ def length_extrapolation(
         "excess_by_position": {scheme: (seeds, max(lens) - 1)}}``: the loss at each
         position of a window minus the chain's own loss on the same tokens, mean over
         ``position_sequences`` windows. With ``stride`` also ``"strided_lens"`` and
-        ``"strided": {scheme: (seeds, strided_lens)}`` (excess losses).
+        ``"strided": {scheme: (seeds, strided_lens)}`` (excess losses, ``strided_schemes`` only).
     """
     source = default_source() if source is None else source
     train_len = _checks.positive_int("train_len", train_len)
@@ -245,6 +247,9 @@ def length_extrapolation(
     for scheme in schemes:
         _checks.choice("scheme", scheme, SCHEMES)
     strided_lens = [train_len * m for m in (1, 2, 6)] if strided_lens is None else list(strided_lens)
+    strided_schemes = tuple(schemes) if strided_schemes is None else tuple(strided_schemes)
+    for scheme in strided_schemes:
+        _checks.choice("strided_schemes scheme", scheme, tuple(schemes))
     extra_steps = dict(extra_steps or {})
     for scheme, extra in extra_steps.items():
         _checks.choice("extra_steps scheme", scheme, tuple(schemes))
@@ -253,7 +258,8 @@ def length_extrapolation(
     tasks = [
         (_model_config(source, model_options, position=scheme, max_len=max_len),
          TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, lens, num_tokens,
-         position_sequences, stride, strided_lens, strided_tokens, extra_steps.get(scheme, 0), device)
+         position_sequences, stride if scheme in strided_schemes else None, strided_lens, strided_tokens,
+         extra_steps.get(scheme, 0), device)
         for scheme in schemes for seed in seeds
     ]
     # The longest runs first, so that the workers finish together; results come back in place.
@@ -266,11 +272,11 @@ def length_extrapolation(
         "lens": lens, "seeds": seeds, "steps": steps, "model_options": dict(model_options or {}),
         "floor": source.entropy_rate(), "floor_by_length": floor_by_length(source, lens),
     }
-    keys = ("loss", "history", "excess_by_position") + (("strided",) if stride is not None else ())
-    for key in keys:
+    for key in ("loss", "history", "excess_by_position"):
         result[key] = {s: np.array([run[key] for run in runs_]) for s, runs_ in per_scheme.items()}
     if stride is not None:
         result["strided_lens"] = strided_lens
+        result["strided"] = {s: np.array([run["strided"] for run in per_scheme[s]]) for s in strided_schemes}
     for scheme in extra_steps:
         result.setdefault("long_loss", {})[scheme] = np.array([run["long_loss"] for run in per_scheme[scheme]])
         result.setdefault("long_history", {})[scheme] = np.array([run["long_history"] for run in per_scheme[scheme]])

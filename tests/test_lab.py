@@ -23,6 +23,20 @@ def test_length_extrapolation_shapes_and_floor():
         assert np.all(losses > floors)
 
 
+def test_strided_schemes_limit_the_sliding_window_and_change_nothing_else():
+    kwargs = dict(schemes=("alibi", "learned"), train_len=8, eval_lens=(8, 16), seeds=(0,), steps=3, num_tokens=256,
+                  position_sequences=4, stride=4, strided_tokens=64, workers=1)
+    every = lab.length_extrapolation(**kwargs)
+    some = lab.length_extrapolation(strided_schemes=("alibi",), **kwargs)
+    assert set(every["strided"]) == {"alibi", "learned"} and set(some["strided"]) == {"alibi"}
+    assert np.array_equal(some["strided"]["alibi"], every["strided"]["alibi"])
+    for key in ("loss", "history", "excess_by_position"):  # same models: learned keeps its 6L = 48 rows
+        for scheme in kwargs["schemes"]:
+            assert np.array_equal(some[key][scheme], every[key][scheme]), (key, scheme)
+    with pytest.raises(ValueError, match="strided_schemes scheme must be one of"):
+        lab.length_extrapolation(strided_schemes=("rope",), **kwargs)
+
+
 def test_parallel_runs_equal_serial_runs_bit_for_bit():
     kwargs = dict(schemes=("rope", "t5"), train_len=8, seeds=(0, 1), steps=4, num_tokens=256, position_sequences=4)
     serial = lab.length_extrapolation(workers=1, **kwargs)
