@@ -175,7 +175,7 @@ def _losses(model: TinyDecoder, tokens: torch.Tensor, batch: int = 64) -> torch.
     """Per-token losses ``(n, s - 1)`` of ``(n, s)`` windows, in eval mode, float64."""
     model.eval()
     device = model.device
-    with one_thread():
+    with one_thread(), torch.no_grad():  # no graph: the same numbers, less memory
         parts = [next_token_loss(model, part.to(device), reduction="none") for part in tokens.split(batch)]
     return torch.cat(parts).double().cpu()
 
