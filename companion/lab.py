@@ -233,7 +233,7 @@ def length_extrapolation(
     (e.g. ``"cuda"``) is where every model trains; use ``workers=1`` with a single GPU.
 
     Returns:
-        ``{"lens", "seeds", "floor", "floor_by_length",
+        ``{"lens", "seeds", "steps", "model_options", "position_sequences", "floor", "floor_by_length",
         "loss": {scheme: (seeds, lens)}, "history": {scheme: (seeds, steps)},
         "excess_by_position": {scheme: (seeds, max(lens) - 1)}}``: the loss at each
         position of a window minus the chain's own loss on the same tokens, mean over
@@ -270,6 +270,7 @@ def length_extrapolation(
     per_scheme = {scheme: runs[k * len(seeds) : (k + 1) * len(seeds)] for k, scheme in enumerate(schemes)}
     result = {
         "lens": lens, "seeds": seeds, "steps": steps, "model_options": dict(model_options or {}),
+        "position_sequences": position_sequences,
         "floor": source.entropy_rate(), "floor_by_length": floor_by_length(source, lens),
     }
     for key in ("loss", "history", "excess_by_position"):

@@ -1,6 +1,7 @@
 """Tests of companion.lab entry points, on tiny budgets (the chapters run the real ones)."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from companion.train import TrainConfig, evaluate, one_thread, train
 def test_length_extrapolation_shapes_and_floor():
     result = lab.length_extrapolation(schemes=("alibi", "none"), train_len=8, seeds=(0, 1), steps=5,
                                       num_tokens=512, position_sequences=4, stride=4, workers=1)
-    assert result["lens"] == [8, 16, 32, 64] and result["seeds"] == [0, 1]
+    assert result["lens"] == [8, 16, 32, 64] and result["seeds"] == [0, 1] and result["position_sequences"] == 4
     assert result["loss"]["alibi"].shape == (2, 4) and result["history"]["none"].shape == (2, 5)
     assert result["excess_by_position"]["none"].shape == (2, 63)
     assert result["strided_lens"] == [8, 16, 48] and result["strided"]["alibi"].shape == (2, 3)
@@ -156,9 +157,6 @@ def test_robust_needs_a_margin_of_twice_the_spread():
 
 
 def _worker_pid(delay):
-    import os
-    import time
-
     time.sleep(delay)
     return os.getpid()
 
