@@ -11,7 +11,7 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 TESTS  ?= tests book
 
 .PHONY: book test bench lab execute figures constraints clean
-.PHONY: site-test
+.PHONY: site-test test-cpus
 .PHONY: student grade
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
@@ -31,6 +31,18 @@ book: $(STAMP)
 # another order and may round them differently) and the notebooks' asserts carry the claims.
 test: $(STAMP)
 	$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg $(TESTS)
+
+# Every notebook again under each narrower CPU capability this machine can run (PyTorch's
+# generic kernels, AVX2, AVX-512; tests/cpu_capabilities.py lists them), as a learner's older
+# CPU would run it; every run must pass. Narrow it like `make test`, with TESTS=...
+CPU_TESTS ?= book
+test-cpus: $(STAMP)
+	@caps="$$($(PY) tests/cpu_capabilities.py)" || exit 1; \
+	test -n "$$caps" || echo "test-cpus: no narrower CPU capability to try on this machine"; \
+	echo "$$caps" | while read -r settings; do test -z "$$settings" && continue; \
+		echo "== $$settings make test TESTS=\"$(CPU_TESTS)\""; \
+		env $$settings $(MAKE) --no-print-directory test TESTS="$(CPU_TESTS)" || exit 1; \
+	done
 
 # The built website in a real browser (Debian's chromium, offline, desktop and phone widths):
 # builds the book, then runs tests/test_site.py. `make test` runs that test too, on whatever
