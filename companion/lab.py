@@ -17,6 +17,7 @@ import dataclasses
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -61,8 +62,8 @@ def run_parallel(function: Callable, tasks: Sequence[tuple], workers: int | None
     ``function`` must be importable (defined at the top level of a module). With one worker,
     or one task, everything runs in this process. Otherwise this process runs tasks too,
     next to ``workers - 1`` helper processes, which are fresh interpreters ("spawn"): a
-    script that calls this must do so under ``if __name__ == "__main__":``; notebooks need
-    nothing. Results come back in the order of ``tasks``. Every task runs on one thread and
+    script file that calls this must do so under ``if __name__ == "__main__":``; notebooks
+    and scripts read from standard input need nothing. Results come back in the order of ``tasks``. Every task runs on one thread and
     seeds itself, so the results do not depend on which process ran it.
 
     Starting a helper costs a few seconds (it imports PyTorch); this process works in the
@@ -135,13 +136,43 @@ def _start_helper(parent: int) -> None:
 _POOL: dict[int, ProcessPoolExecutor] = {}  # at most one pool: {number of helpers: pool}
 
 
+class _SpawnProcess(multiprocessing.context.SpawnProcess):
+    """A spawned helper that does not re-run a main script that is no file.
+
+    A spawned interpreter first re-imports the parent's ``__main__`` from its file. A script
+    read from standard input (``python - <<EOF``) names the file ``<stdin>``, which does not
+    exist, so every helper would die at start-up (``BrokenProcessPool``). The helpers need
+    nothing from ``__main__`` (tasks call importable functions), so in that case they are
+    started as if from an interactive session, which re-imports nothing.
+    """
+
+    _lock = threading.Lock()
+
+    @staticmethod
+    def _Popen(process_obj):
+        main = sys.modules["__main__"]
+        path = getattr(main, "__file__", None)
+        if getattr(main, "__spec__", None) is not None or path is None or os.path.isfile(path):
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+        with _SpawnProcess._lock:  # hide the name only while this helper is started
+            del main.__file__
+            try:
+                return multiprocessing.context.SpawnProcess._Popen(process_obj)
+            finally:
+                main.__file__ = path
+
+
+class _SpawnContext(multiprocessing.context.SpawnContext):
+    Process = _SpawnProcess
+
+
 def _pool(helpers: int) -> ProcessPoolExecutor:
     if helpers not in _POOL:
         stop_workers()
         # "spawn" starts clean interpreters on every platform (fork is unsafe with threads).
-        context = multiprocessing.get_context("spawn")
         _POOL[helpers] = ProcessPoolExecutor(
-            max_workers=helpers, mp_context=context, initializer=_start_helper, initargs=(os.getpid(),)
+            max_workers=helpers, mp_context=_SpawnContext(), initializer=_start_helper,
+            initargs=(os.getpid(),),
         )
     return _POOL[helpers]
 

@@ -1,6 +1,8 @@
 """Tests of companion.lab entry points, on tiny budgets (the chapters run the real ones)."""
 
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -191,3 +193,17 @@ def test_results_keep_the_order_of_the_tasks_and_errors_reach_the_caller():
 def test_tasks_run_on_one_thread_in_every_process():
     threads = lab.run_parallel(torch.get_num_threads, [()] * 4, workers=2)
     assert threads == [1, 1, 1, 1] and torch.get_num_threads() >= 1
+
+
+def test_a_script_read_from_standard_input_can_use_helpers():
+    # the helpers must not try to re-run the parent's main script "<stdin>", which is no file
+    script = (
+        "import time\nfrom companion import lab\n"
+        "assert lab.run_parallel(time.sleep, [(0.5,)] * 12, workers=2) == [None] * 12\n"
+        "(pool,) = lab._POOL.values()\n"  # the helper started and is still alive
+        "assert [p.is_alive() for p in pool._processes.values()] == [True]\n"
+        "print('helpers ran')\n"
+    )
+    out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and "helpers ran" in out.stdout, out.stderr[-2000:]
