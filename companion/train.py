@@ -1,6 +1,8 @@
 """Seeded, deterministic training and evaluation of :class:`~companion.model.TinyDecoder`.
 
-Training data are fresh samples of a :class:`~companion.data.MarkovChain`; evaluation reports
+Training data are fresh samples of a source of :mod:`companion.data` (a
+:class:`~companion.data.MarkovChain`, :class:`~companion.data.HiddenStateChain` or
+:class:`~companion.data.RepeatedSegment`, whose best possible loss is known); evaluation reports
 the mean loss (nats per predicted token) by evaluation length, on non-overlapping chunks
 as in Press et al. (2022) or with a sliding window (their Appendix B), and the loss at each
 position of a window, also as an excess over the chain's own log-loss on the same tokens.
@@ -21,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from companion import _checks
-from companion.data import MarkovChain
+from companion.data import SOURCES, MarkovChain
 from companion.model import ModelConfig, TinyDecoder
 
 
@@ -119,8 +121,9 @@ def train(
     ``callback(step, model)``, if given, is called after every step (``step`` counts from
     1), for example to evaluate checkpoints; the model is back in training mode afterwards.
     """
-    if not isinstance(source, MarkovChain):
-        raise TypeError(f"source must be a MarkovChain, got {type(source).__name__}")
+    if not isinstance(source, SOURCES):
+        names = ", ".join(cls.__name__ for cls in SOURCES)
+        raise TypeError(f"source must be one of companion.data's {names}, got {type(source).__name__}")
     if source.vocab_size != model_config.vocab_size:
         raise ValueError(f"the source has {source.vocab_size} tokens but the model's vocab_size is {model_config.vocab_size}")
     if model is not None and not isinstance(model, TinyDecoder):
@@ -218,19 +221,28 @@ def evaluate(model: TinyDecoder, source: MarkovChain, eval_lens, *, num_tokens: 
     context (the first window scores all of its own), as in Press et al.'s Appendix B.
     ``excess=True`` subtracts the chain's own loss on the same tokens (see
     :func:`loss_by_position`), so that 0 is the best possible and sampling noise cancels.
+    A source that is no single long stream (``source.stream`` False: a
+    :class:`~companion.data.RepeatedSegment`) gives each chunk a sequence of its own.
 
     Returns:
         ``{L: mean loss in nats per predicted token}``.
     """
     _model_device(model)
-    stream = torch.from_numpy(source.sample(1, _checks.positive_int("num_tokens", num_tokens), seed=seed)[0])
+    num_tokens = _checks.positive_int("num_tokens", num_tokens)
+    one_stream = getattr(source, "stream", True)
+    if not one_stream and stride is not None:
+        raise ValueError(f"a {type(source).__name__} has no long stream to slide a window over; use stride=None")
+    stream = torch.from_numpy(source.sample(1, num_tokens, seed=seed)[0]) if one_stream else None
     result = {}
     for length in eval_lens:
         length = _checks.positive_int("eval length", length)
         if length < 2 or length > num_tokens:
             raise ValueError(f"eval length must be in [2, num_tokens={num_tokens}], got {length}")
         if stride is None:
-            chunks = stream[: (num_tokens // length) * length].reshape(-1, length)
+            if one_stream:
+                chunks = stream[: (num_tokens // length) * length].reshape(-1, length)
+            else:  # each chunk is a sequence of its own, from the source's start
+                chunks = torch.from_numpy(source.sample(num_tokens // length, length, seed=seed))
             losses = _losses(model, chunks)
             result[length] = (losses - _chain(source, chunks, excess)).mean().item()
             continue
