@@ -15,6 +15,7 @@ last bits from the CPU's, as any two kinds of processor do).
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 from dataclasses import dataclass
 
@@ -27,14 +28,26 @@ from companion.data import SOURCES, MarkovChain
 from companion.model import ModelConfig, TinyDecoder
 
 
+DECAYS = ("none", "cosine")
+
+
 @dataclass
 class TrainConfig:
+    """How a model is trained: AdamW, a linear warm-up, then a constant or decaying rate.
+
+    ``decay="none"`` keeps the rate at ``lr`` after the warm-up; ``decay="cosine"`` lowers
+    it along a half cosine from ``lr`` after the warm-up to ``final_lr_fraction * lr`` at
+    the last step, the usual recipe for a model meant to be trained to convergence.
+    """
+
     steps: int = 400
     batch_size: int = 32
     seq_len: int = 32
     lr: float = 4e-3
     warmup: int = 30
     seed: int = 0
+    decay: str = "none"
+    final_lr_fraction: float = 0.1
 
     def __post_init__(self):
         for name in ("steps", "batch_size", "seq_len"):
@@ -45,6 +58,35 @@ class TrainConfig:
         _checks.integer("seed", self.seed)
         if _checks.real("lr", self.lr) <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        _checks.choice("decay", self.decay, DECAYS)
+        if not 0 <= _checks.real("final_lr_fraction", self.final_lr_fraction) <= 1:
+            raise ValueError(f"final_lr_fraction must be in [0, 1], got {self.final_lr_fraction}")
+
+    def lr_factor(self, step: int) -> float:
+        """The rate of step ``step`` (from 0) as a fraction of ``lr``."""
+        warmup = max(self.warmup, 1)
+        if step < warmup or self.decay == "none":
+            return min(1.0, (step + 1) / warmup)
+        progress = (step - warmup + 1) / max(self.steps - warmup, 1)  # 1 at the last step
+        cosine = 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+        return self.final_lr_fraction + (1 - self.final_lr_fraction) * cosine
+
+
+def converged(values, *, tol: float = 0.005, fraction: float = 0.2) -> bool:
+    """Whether a held-out loss curve has levelled off: the lab's convergence criterion.
+
+    ``values`` are evaluations at evenly spaced checkpoints, in training order. The run has
+    converged when the loss improved by less than ``tol`` nats over the last ``fraction``
+    of training: from the checkpoint where that part begins to the last one.
+    """
+    values = np.asarray(values, dtype=np.float64).ravel()
+    if not 0 < _checks.real("fraction", fraction) < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    start = int(round(len(values) * (1 - fraction))) - 1
+    if len(values) < 2 or start < 0 or start >= len(values) - 1:
+        raise ValueError(f"values must hold enough checkpoints to span the last {fraction} of training, "
+                         f"got {len(values)}")
+    return bool(values[start] - values[-1] < _checks.real("tol", tol))
 
 
 @contextlib.contextmanager
@@ -145,8 +187,7 @@ def _train(model_config, train_config, source, model, progress, device, callback
         model = TinyDecoder(model_config)
     model.to(device)
     optimizer = make_optimizer(model, train_config.lr)
-    warmup = max(train_config.warmup, 1)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / warmup))
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, train_config.lr_factor)
     steps = range(train_config.steps)
     if _show_progress(progress):
         from tqdm import tqdm
@@ -155,8 +196,8 @@ def _train(model_config, train_config, source, model, progress, device, callback
     history = []
     model.train()
     for step in steps:
-        # Batch i is the same whatever the number of steps: a 1600-step run passes through
-        # the 400-step run's exact state (the rate is constant after warm-up).
+        # Batch i is the same whatever the number of steps: with decay="none" a 1600-step run
+        # passes through the 400-step run's exact state (the rate is constant after warm-up).
         batch = source.sample(train_config.batch_size, train_config.seq_len, seed=batch_seed(train_config.seed, step))
         history.append(training_step(model, optimizer, torch.from_numpy(batch).to(device)))
         schedule.step()
@@ -175,11 +216,18 @@ def _model_device(model) -> torch.device:
 
 @torch.no_grad()
 def _losses(model: TinyDecoder, tokens: torch.Tensor, batch: int = 64) -> torch.Tensor:
-    """Per-token losses ``(n, s - 1)`` of ``(n, s)`` windows, in eval mode, float64."""
+    """Per-token losses ``(n, s - 1)`` of ``(n, s)`` windows, in eval mode, float64.
+
+    The model is put back in the mode it was in (training or eval) afterwards.
+    """
+    was_training = model.training
     model.eval()
     device = model.device
-    with one_thread(), torch.no_grad():  # no graph: the same numbers, less memory
-        parts = [next_token_loss(model, part.to(device), reduction="none") for part in tokens.split(batch)]
+    try:
+        with one_thread():  # no graph (the decorator): the same numbers, less memory
+            parts = [next_token_loss(model, part.to(device), reduction="none") for part in tokens.split(batch)]
+    finally:
+        model.train(was_training)
     return torch.cat(parts).double().cpu()
 
 

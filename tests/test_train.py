@@ -13,11 +13,58 @@ CONFIG = ModelConfig(vocab_size=6, dim=32, position="alibi")
 MODEL = TinyDecoder(CONFIG)
 
 
-def test_evaluate_switches_to_eval_mode():
+def test_evaluate_runs_in_eval_mode_and_restores_the_callers_mode():
     model = TinyDecoder(ModelConfig(vocab_size=6, dim=32, position="alibi", dropout=0.5)).train()
     first = evaluate(model, SOURCE, [8], num_tokens=256)
-    assert not model.training
+    assert model.training  # the caller's mode is back
     assert evaluate(model, SOURCE, [8], num_tokens=256) == first  # no dropout noise
+    assert evaluate(model.eval(), SOURCE, [8], num_tokens=256) == first and not model.training
+
+
+def test_cosine_decay_warms_up_then_falls_to_its_final_fraction():
+    config = TrainConfig(steps=100, warmup=10, lr=1e-2, decay="cosine", final_lr_fraction=0.1)
+    factors = [config.lr_factor(step) for step in range(100)]
+    assert factors[:10] == [(step + 1) / 10 for step in range(10)]  # linear warm-up
+    assert all(a > b for a, b in zip(factors[9:], factors[10:]))  # then falls at every step
+    assert abs(factors[-1] - 0.1) < 1e-12 and abs(factors[54] - 0.55) < 0.02  # halfway: half
+    constant = TrainConfig(steps=100, warmup=10)
+    assert [constant.lr_factor(s) for s in range(10, 100)] == [1.0] * 90
+    seen = []  # the optimizer really uses these rates
+    model, _ = train(CONFIG, TrainConfig(steps=12, warmup=3, batch_size=4, seq_len=8,
+                                         decay="cosine", final_lr_fraction=0.2), SOURCE,
+                     callback=lambda step, m: seen.append(step))
+    assert seen == list(range(1, 13))
+
+
+def test_decay_reaches_the_optimizer():
+    rates = []
+    config = TrainConfig(steps=6, warmup=2, batch_size=4, seq_len=8, lr=1e-2, decay="cosine",
+                         final_lr_fraction=0.25)
+    original = torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        rates.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+
+    torch.optim.AdamW.step = spy
+    try:
+        train(CONFIG, config, SOURCE)
+    finally:
+        torch.optim.AdamW.step = original
+    np.testing.assert_allclose(rates, [1e-2 * config.lr_factor(s) for s in range(6)], rtol=1e-12)
+    assert abs(rates[-1] - 2.5e-3) < 1e-12
+
+
+def test_converged_reads_the_last_fifth_of_a_curve():
+    from companion.train import converged
+
+    falling = np.linspace(2.0, 1.0, 11)  # still improving by 0.2 over the last fifth
+    assert not converged(falling)
+    flat = np.concatenate([np.linspace(2.0, 1.6, 8), [1.6, 1.598, 1.597]])
+    assert converged(flat)  # 0.003 over the last fifth
+    assert not converged(flat, tol=0.002)
+    with pytest.raises(ValueError, match="enough checkpoints"):
+        converged([1.0, 0.9])
 
 
 def test_strided_evaluation_scores_each_prediction_once_with_long_context():
@@ -123,7 +170,7 @@ def test_one_thread_restores_the_setting():
         (lambda: TrainConfig(steps=0), ValueError, "steps must be a positive"),
         (lambda: TrainConfig(seq_len=1), ValueError, "seq_len must be at least 2"),
         (lambda: TrainConfig(lr=-1.0), ValueError, "lr must be positive"),
-        (lambda: train(CONFIG, TrainConfig(steps=1), "markov"), TypeError, "source must be a MarkovChain"),
+        (lambda: train(CONFIG, TrainConfig(steps=1), "markov"), TypeError, "source must be one of"),
         (lambda: train(ModelConfig(vocab_size=9), TrainConfig(steps=1), SOURCE), ValueError, "vocab_size is 9"),
         (lambda: evaluate(MODEL, SOURCE, [1], num_tokens=64), ValueError, "eval length must be in"),
         (lambda: evaluate(MODEL, SOURCE, [128], num_tokens=64), ValueError, "eval length must be in"),
