@@ -206,9 +206,28 @@ def _model_config(source: MarkovChain, options: dict | None, **settings) -> Mode
     return ModelConfig(vocab_size=source.vocab_size, **{**MODEL, **settings, **options})
 
 
-def _extrapolation_run(config, train_config, source, lens, num_tokens, position_sequences, stride, strided_lens,
-                       strided_tokens, extra_steps, device):
+@dataclasses.dataclass(frozen=True)
+class _ExtrapolationTask:
+    """One (scheme, seed) run of :func:`length_extrapolation`, as sent to a worker."""
+
+    config: ModelConfig
+    train_config: TrainConfig
+    source: object
+    lens: list
+    num_tokens: int
+    position_sequences: int
+    stride: int | None
+    strided_lens: list
+    strided_tokens: int
+    extra_steps: int
+    device: object
+
+
+def _extrapolation_run(task: _ExtrapolationTask) -> dict:
     """One (scheme, seed) run of :func:`length_extrapolation`; plain data only."""
+    config, train_config, source, lens = task.config, task.train_config, task.source, task.lens
+    num_tokens, stride, strided_lens, extra_steps = task.num_tokens, task.stride, task.strided_lens, task.extra_steps
+    position_sequences, strided_tokens, device = task.position_sequences, task.strided_tokens, task.device
     out = {}
 
     def measure(step, model):
@@ -287,16 +306,18 @@ def length_extrapolation(
         _checks.positive_int(f"extra_steps[{scheme!r}]", extra)
     max_len = max(lens + (strided_lens if stride is not None else []))
     tasks = [
-        (_model_config(source, model_options, position=scheme, max_len=max_len),
-         TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, lens, num_tokens,
-         position_sequences, stride if scheme in strided_schemes else None, strided_lens, strided_tokens,
-         extra_steps.get(scheme, 0), device)
+        _ExtrapolationTask(
+            config=_model_config(source, model_options, position=scheme, max_len=max_len),
+            train_config=TrainConfig(steps=steps, seq_len=train_len, seed=seed), source=source, lens=lens,
+            num_tokens=num_tokens, position_sequences=position_sequences,
+            stride=stride if scheme in strided_schemes else None, strided_lens=strided_lens,
+            strided_tokens=strided_tokens, extra_steps=extra_steps.get(scheme, 0), device=device)
         for scheme in schemes for seed in seeds
     ]
     # The longest runs first, so that the workers finish together; results come back in place.
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][-2])
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].extra_steps)
     runs = [None] * len(tasks)
-    for i, run in zip(order, run_parallel(_extrapolation_run, [tasks[i] for i in order], workers)):
+    for i, run in zip(order, run_parallel(_extrapolation_run, [(tasks[i],) for i in order], workers)):
         runs[i] = run
     per_scheme = {scheme: runs[k * len(seeds) : (k + 1) * len(seeds)] for k, scheme in enumerate(schemes)}
     result = {
