@@ -25,6 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Callable, Sequence
 
 import numpy as np
+import torch
 
 from companion import _checks
 from companion.data import MarkovChain
@@ -549,6 +550,46 @@ def rope_extension(
                       for k, lr in enumerate(continued_lrs)},
         "models": [_trained_rope_model(config, run["state"]).eval() for run in runs],
     }
+
+
+def attention_by_offset(model: TinyDecoder, tokens) -> np.ndarray:
+    """Where each head looks: attention weight by query position and offset, per layer.
+
+    Runs ``model`` (in eval mode, without gradients) on ``tokens`` and keeps every layer's
+    attention weights, then reads them by offset: how far back each query looks.
+
+    Args:
+        model: a :class:`TinyDecoder` (its mode and attention settings are restored after).
+        tokens: int64 ``(b, s)`` token ids.
+
+    Returns:
+        float64 ``(layers, heads, s, s)``: entry ``[l, h, t, o]`` is the weight that query
+        ``t`` puts on key ``t - o``, averaged over the ``b`` rows; 0 where ``o > t``. Each
+        ``[l, h, t, :]`` sums to 1. For example ``out[..., 64:, 32:].sum(-1).mean(-1)`` is
+        the share of attention that queries from 64 on give to offsets of 32 or more.
+    """
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim != 2 or tokens.dtype != torch.int64:
+        raise ValueError(f"tokens must be int64 ids of shape (batch, seq), got {tuple(tokens.shape)} {tokens.dtype}")
+    attentions = [block.attn for block in model.blocks]
+    kept, was_training = [a.keep_weights for a in attentions], model.training
+    try:
+        for a in attentions:
+            a.keep_weights = True
+        with torch.no_grad(), one_thread():
+            model.eval()(tokens.to(model.device))
+        weights = torch.stack([a.last_weights for a in attentions]).double().mean(dim=1).cpu()
+    finally:
+        for a, keep in zip(attentions, kept):
+            a.keep_weights, a.last_weights = keep, None
+        model.train(was_training)
+    s = tokens.shape[1]
+    query, offset = torch.arange(s)[:, None], torch.arange(s)[None, :]
+    key = (query - offset).clamp(min=0)  # (s, s): the key at offset o from query t
+    by_offset = weights.gather(-1, key.expand(*weights.shape[:-2], s, s))
+    return by_offset.masked_fill(offset > query, 0.0).numpy()
 
 
 def robust(values: Sequence[float], *, above: float | None = None, below: float | None = None,

@@ -207,3 +207,25 @@ def test_a_script_read_from_standard_input_can_use_helpers():
     out = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0 and "helpers ran" in out.stdout, out.stderr[-2000:]
+
+
+def test_attention_by_offset_reads_each_query_by_how_far_back_it_looks():
+    config = ModelConfig(vocab_size=8, dim=16, num_heads=2, num_layers=2, position="alibi",
+                         max_len=12)
+    model = lab.TinyDecoder(config).train()
+    for block in model.blocks:  # zero queries: the weights are ALiBi's alone
+        with torch.no_grad():
+            block.attn.qkv.weight[:16] = 0.0
+            block.attn.qkv.bias[:16] = 0.0
+    tokens = torch.randint(0, 8, (3, 12))
+    mass = lab.attention_by_offset(model, tokens)
+    assert mass.shape == (2, 2, 12, 12) and model.training  # the caller's mode is back
+    assert all(b.attn.keep_weights is False and b.attn.last_weights is None for b in model.blocks)
+    np.testing.assert_allclose(mass.sum(-1), 1.0, rtol=1e-6)
+    slopes = model.alibi_slopes.double().numpy()  # the closed form: softmax(-m * offset)
+    for head, m in enumerate(slopes):
+        for t in (0, 5, 11):
+            expected = np.exp(-m * np.arange(t + 1))
+            np.testing.assert_allclose(mass[:, head, t, : t + 1], np.broadcast_to(
+                expected / expected.sum(), (2, t + 1)), rtol=1e-5)
+            assert np.all(mass[:, head, t, t + 1 :] == 0.0)
