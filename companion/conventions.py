@@ -46,7 +46,7 @@ CONVENTIONS = [
      "transformers": "LlamaRotaryEmbedding + apply_rotary_pos_emb",
      "note": "NeoX rotates a fraction rotary_pct of each head, as halves of that part; porting Meta "
              "LLaMA weights permutes the rows of W_Q per head and of W_K per KV head"},
-    {"scheme": "RoPE scaling", "where": "model cards' rope_scaling", "layout": "-", "offset": "-",
+    {"scheme": "RoPE scaling", "where": "config.json's rope_scaling", "layout": "-", "offset": "-",
      "companion": 'rope_frequencies(d, scaling={"type": ...})',
      "transformers": "ROPE_INIT_FUNCTIONS",
      "note": 'yarn ramps over the pair index (the paper\'s ramp over turns: "ramp": "rotations"); '
