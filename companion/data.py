@@ -117,14 +117,8 @@ class MarkovChain:
         Returns:
             float64 ``(n, s - 1)``: entry ``[i, t - 1]`` is the loss of token ``t`` of row ``i``.
         """
-        tokens = np.asarray(tokens.cpu() if hasattr(tokens, "cpu") else tokens)
-        if tokens.ndim != 2 or tokens.shape[1] < 2:
-            raise ValueError(f"tokens must have shape (num_sequences, length >= 2), got {tokens.shape}")
-        if tokens.dtype.kind not in "iu":
-            raise TypeError(f"tokens must be integer ids, got dtype {tokens.dtype}")
+        tokens = _token_array(tokens, self.vocab_size)
         v, k = self.vocab_size, self.order
-        if tokens.min() < 0 or tokens.max() >= v:
-            raise ValueError(f"token ids must be in [0, {v}), got values in [{tokens.min()}, {tokens.max()}]")
         n, s = tokens.shape
         out = np.empty((n, s - 1))
         for t in range(1, min(k, s)):  # fewer than k previous tokens: use the stationary marginals
@@ -149,9 +143,7 @@ class MarkovChain:
         Returns:
             int64 ``(num_sequences, length)``.
         """
-        num_sequences = _checks.positive_int("num_sequences", num_sequences)
-        length = _checks.positive_int("length", length)
-        rng = np.random.default_rng(_checks.integer("seed", seed))
+        num_sequences, length, rng = _sample_args(num_sequences, length, seed)
         v, k = self.vocab_size, self.order
         context = rng.choice(v**k, size=num_sequences, p=self.stationary)
         # The first k tokens are the digits of the starting context, oldest first.
@@ -263,9 +255,7 @@ class HiddenStateChain:
         Returns:
             int64 ``(num_sequences, length)``.
         """
-        n = _checks.positive_int("num_sequences", num_sequences)
-        length = _checks.positive_int("length", length)
-        rng = np.random.default_rng(_checks.integer("seed", seed))
+        n, length, rng = _sample_args(num_sequences, length, seed)
         k = self.num_states
         cumulative = np.cumsum(self.transitions, axis=-1)
         cumulative[..., -1] = 1.0  # guard against rounding in the last entry
@@ -373,9 +363,7 @@ class RepeatedSegment:
         Returns:
             int64 ``(num_sequences, length)``.
         """
-        n = _checks.positive_int("num_sequences", num_sequences)
-        length = _checks.positive_int("length", length)
-        rng = np.random.default_rng(_checks.integer("seed", seed))
+        n, length, rng = _sample_args(num_sequences, length, seed)
         period = rng.choice(self.periods, size=n)
         segment = rng.choice(self.vocab_size, size=(n, self.periods[-1]), p=self.token_probs)
         t = np.arange(length)
@@ -428,6 +416,13 @@ class RepeatedSegment:
     def entropy_rate(self) -> float:
         """0: far from the start every token is a copy whose period is known."""
         return 0.0
+
+
+def _sample_args(num_sequences, length, seed) -> tuple[int, int, np.random.Generator]:
+    """Validated ``(num_sequences, length, generator)`` for a source's ``sample``."""
+    num_sequences = _checks.positive_int("num_sequences", num_sequences)
+    length = _checks.positive_int("length", length)
+    return num_sequences, length, np.random.default_rng(_checks.integer("seed", seed))
 
 
 def _token_array(tokens, vocab_size: int) -> np.ndarray:
