@@ -12,7 +12,7 @@ TESTS  ?= tests book
 
 .PHONY: book test bench lab execute figures constraints clean
 .PHONY: site-test test-cpus
-.PHONY: student grade
+.PHONY: student grade lab-train lab-check
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.11.5 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -60,6 +60,19 @@ bench: $(STAMP)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab book/
+
+# Retrain every model chapter 11 reads (companion/lab_runs.py; about 90 minutes on two
+# cores) and rewrite book/data/lab_runs/. Narrow it with LAB_ONLY='repeat--rope*' or
+# LAB_SEEDS_ONLY=0,1; LAB_DEVICE=cuda trains on a GPU (then LAB_WORKERS=1).
+LAB_ONLY ?= *
+LAB_WORKERS ?=
+lab-train: $(STAMP)
+	$(PY) -m companion.lab_runs train --only '$(LAB_ONLY)' $(if $(LAB_SEEDS_ONLY),--seeds $(LAB_SEEDS_ONLY)) \
+		$(if $(LAB_WORKERS),--workers $(LAB_WORKERS)) $(if $(LAB_DEVICE),--device $(LAB_DEVICE))
+
+# Retrain seed 0 of every configuration and check it against the record (CI runs this).
+lab-check: $(STAMP)
+	$(PY) -m companion.lab_runs check --only '$(LAB_ONLY)' $(if $(LAB_WORKERS),--workers $(LAB_WORKERS))
 
 # Re-execute notebooks in place and store their outputs (authors only): make execute NB=book/03_formula.ipynb
 NB ?= $(NOTEBOOKS)

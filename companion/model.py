@@ -56,8 +56,10 @@ class ModelConfig:
     # Standard deviation of a learned table's initial rows (BERT's 0.02).
     learned_init_std: float = 0.02
     # T5 as in the paper's proportions: 32 buckets up to offset 128, trained at L = 512, so
-    # every bucket gets a gradient. At the lab's L = 32, 16 causal buckets up to offset 16
-    # do the same (offsets 16..31 train the last bucket).
+    # every bucket gets a gradient (the last one holds offsets 113 and up). At the lab's L = 32,
+    # 16 causal buckets up to offset 16 do the same: offsets 0..14 get a bucket each, and
+    # offsets 15..30 train the last one (the last token of a chunk predicts nothing), which
+    # every longer offset shares.
     t5_num_buckets: int = 16
     t5_max_distance: int = 16
     # Add an absolute table's rows again before every block, not only to the input (the

@@ -229,3 +229,14 @@ def test_attention_by_offset_reads_each_query_by_how_far_back_it_looks():
             np.testing.assert_allclose(mass[:, head, t, : t + 1], np.broadcast_to(
                 expected / expected.sum(), (2, t + 1)), rtol=1e-5)
             assert np.all(mass[:, head, t, t + 1 :] == 0.0)
+
+
+def test_a_task_refuses_a_default_dtype_the_helpers_would_not_share():
+    """Helpers start with PyTorch's defaults; the parent must not train under other ones."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(RuntimeError, match="set_default_dtype"):
+            lab.length_extrapolation(schemes=("alibi",), train_len=8, seeds=(0,), steps=2, num_tokens=256,
+                                     position_sequences=2, workers=1)
+    finally:
+        torch.set_default_dtype(torch.float32)

@@ -1,0 +1,123 @@
+"""companion.lab_runs: the lab's trained runs, their record, and the check that retrains them."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from companion import lab_runs
+from companion.lab_runs import CONFIGS, GROUPS, RECORD, SOURCES, STEPS, Run
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """A 10-step run on the order-2 chain: its record and weights."""
+    return lab_runs.train_run(Run("markov", "alibi", 32, 0, steps=10))
+
+
+def test_every_group_names_known_sources_and_configs_and_runs_are_unique():
+    every = lab_runs.runs()
+    assert len({(r.key, r.seed) for r in every}) == len(every) == 220
+    for group in GROUPS:
+        assert set(group.sources) <= set(SOURCES) and set(group.configs) <= set(CONFIGS)
+    # seeds 0-4 of the first instances come first, then their seeds 5-9, then the second instances
+    order = [(r.steps != lab_runs.budget(r.source, r.config), r.source.endswith("-b"), r.seed >= 5)
+             for r in every]
+    assert order == sorted(order)
+
+
+def test_learned_gpt2_starts_its_table_at_the_tokens_scale():
+    torch.manual_seed(0)
+    model = lab_runs.TinyDecoder(lab_runs.model_config("learned-gpt2", 32))
+    tokens = model.token.weight * model.embed_scale
+    table = model.position.table
+    assert model.embed_scale == 1.0
+    assert abs(tokens.pow(2).mean().sqrt() / table.pow(2).mean().sqrt() - 1) < 0.2
+    default = lab_runs.TinyDecoder(lab_runs.model_config("learned", 32))
+    ratio = default.position.table.pow(2).mean().sqrt() / (default.token.weight * default.embed_scale).pow(2).mean().sqrt()
+    assert 0.01 < ratio < 0.03  # the lab's default: 1 to 50
+
+
+def test_a_run_records_what_the_module_says(tiny):
+    record, state = tiny
+    assert set(record) == {"loss", "excess", "curve", "converged", "by_position", "attention", "history", "strided"}
+    assert len(record["loss"]) == len(record["excess"]) == 4 and len(record["by_position"]) == 8 * 32 - 1
+    assert record["curve"]["step"] == list(range(1, 11)) and set(record["curve"]["excess"]) == {"32", "64", "256"}
+    for share in ("unseen_far", "near_in", "near_far"):
+        values = np.array(record["attention"][share])
+        assert values.shape == (2, 4) and np.all((values >= 0) & (values <= 1 + 1e-9))
+    assert all(v.device.type == "cpu" for v in state.values())
+
+
+def test_compare_finds_a_difference_beyond_the_tolerance(tiny):
+    record, _ = tiny
+    assert lab_runs.compare(record, record) == []
+    moved = json.loads(json.dumps(record))
+    moved["excess"][2] += 0.05
+    differences = lab_runs.compare(record, moved)
+    assert len(differences) == 1 and differences[0].startswith("excess:")
+    moved["excess"][2] -= 0.04  # 0.01 off: within 0.03
+    assert lab_runs.compare(record, moved) == []
+
+
+def test_write_load_and_trained_model_round_trip(tiny, tmp_path):
+    record, state = tiny
+    lab_runs._write(Run("markov", "alibi", 32, 0, steps=10), record, state, tmp_path)
+    lab_runs._write(Run("markov", "alibi", 32, 3, steps=10), record, state, tmp_path)
+    data = lab_runs.load("markov", "alibi", steps=10, root=tmp_path)
+    assert data["seeds"] == [0, 3] and data["loss"].shape == (2, 4) and data["curve"].shape == (2, 3, 10)
+    assert data["attention_unseen_far"].shape == (2, 2, 4)
+    assert not (tmp_path / "weights").exists()  # weights are kept for the full budget only
+    lab_runs._write(Run("markov", "alibi", 32, 0), record, state, tmp_path)
+    model = lab_runs.trained_model("markov", "alibi", root=tmp_path)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in state.items())
+    with pytest.raises(ValueError, match=r"no recorded seeds \[1\].*make lab-train"):
+        lab_runs.load("markov", "alibi", steps=10, seeds=[1], root=tmp_path)
+    with pytest.raises(FileNotFoundError, match="make lab-train"):
+        lab_runs.load("markov", "rope", root=tmp_path)
+    with pytest.raises(FileNotFoundError, match="make lab-train"):
+        lab_runs.trained_model("markov", "rope", root=tmp_path)
+
+
+def test_sliding_excess_scores_the_last_stride_of_every_window_but_the_first(tiny):
+    _, state = tiny
+    model = lab_runs.TinyDecoder(lab_runs.model_config("alibi", 32))
+    model.load_state_dict(state)
+    src = lab_runs.source("markov")
+    stream = torch.from_numpy(src.sample(1, 256, seed=lab_runs.EVAL_SEED)[0])
+    by_hand = []
+    for start in range(16, 256 - 32 + 1, 16):  # the windows after the first
+        window = stream[start : start + 32][None]
+        own = lab_runs._losses(model, window)[0, -16:] - torch.from_numpy(src.log_loss(window.numpy()))[0, -16:]
+        by_hand.append(own)
+    assert math.isclose(lab_runs.sliding_excess(model, src, 32, 16, 256), torch.cat(by_hand).mean().item(),
+                        rel_tol=1e-9)
+
+
+def test_a_run_refuses_another_default_dtype():
+    torch.set_default_dtype(torch.float64)
+    try:
+        with pytest.raises(RuntimeError, match="float32"):
+            lab_runs.train_run(Run("markov", "alibi", 32, 0, steps=10))
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_the_record_holds_every_run_at_the_current_settings():
+    """What the chapters read is what make lab-train would write: every run, converged."""
+    for run in lab_runs.runs():
+        data = json.loads((RECORD / f"{run.key}.json").read_text(encoding="utf-8"))
+        assert data["steps"] == run.steps, run.key
+        config = lab_runs.model_config(run.config, run.train_len)
+        assert data["model"] == json.loads(json.dumps(config.__dict__)), run.key
+        entry = data["seeds"][str(run.seed)]
+        assert entry["converged"], f"{run.key} seed {run.seed} did not converge"
+        if run.seed == 0 and not run.source.endswith("-b") and run.steps == STEPS:
+            assert (RECORD / "weights" / f"{run.key}.pt").is_file(), run.key
+
+
+def test_the_command_line_lists_runs(capsys):
+    assert lab_runs._main(["list", "--only", "markov--rope--L48"]) == 0
+    assert capsys.readouterr().out.split("\n")[0] == "markov--rope--L48 seed 0"
