@@ -130,21 +130,25 @@ def _rerun(none_at_L, alibi_at_L=1.0, order=1, seeds=(0, 1, 2), steps=150):
 
 
 def test_order_one_checks_the_answer_against_the_learners_own_numbers():
-    assert check_order_one_rerun(_rerun(1.02), True)
-    assert check_order_one_rerun(_rerun(1.2), False)
-    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.02), False))
-    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.2), True))
-    assert check_order_one_rerun(_rerun(np.float32(1.02), np.float32(1.0)), np.bool_(True))
+    keeps_up, falls_behind = _rerun(1.02), _rerun(1.2, order=2)
+    assert check_order_one_rerun(keeps_up, falls_behind, True)
+    assert check_order_one_rerun(_rerun(1.2), falls_behind, False)
+    assert check_order_one_rerun(keeps_up, _rerun(1.02, order=2), False)  # the control keeps up too
+    assert "order-2 control" in repr(check_order_one_rerun(keeps_up, _rerun(1.02, order=2), False))
+    assert "Compare the two schemes" in repr(check_order_one_rerun(keeps_up, falls_behind, False))
+    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.2), falls_behind, True))
+    assert check_order_one_rerun(_rerun(np.float32(1.02), np.float32(1.0)), falls_behind, np.bool_(True))
 
 
-@pytest.mark.parametrize("rerun, answer, hint", [
-    (_rerun(1.0, order=2), True, "order-1 chain"),
-    (_rerun(1.0, seeds=(0, 1)), True, "seeds=(0, 1, 2)"),
-    (_rerun(1.0, steps=400), True, "steps=150"),
-    (_rerun(1.0), "yes", "True or False"),
-    ({"loss": {}}, True, "the dict that lab.length_extrapolation"),
-    ("result", True, "the dict that lab.length_extrapolation"),
+@pytest.mark.parametrize("rerun, control, answer, hint", [
+    (_rerun(1.0, order=2), _rerun(1.2, order=2), True, "rerun did not use the order-1 chain"),
+    (_rerun(1.0), _rerun(1.2), True, "control did not use the order-2 chain"),
+    (_rerun(1.0, seeds=(0, 1)), _rerun(1.2, order=2), True, "seeds=(0, 1, 2) in rerun"),
+    (_rerun(1.0), _rerun(1.2, order=2, steps=400), True, "Train control for steps=150"),
+    (_rerun(1.0), _rerun(1.2, order=2), "yes", "True or False"),
+    ({"loss": {}}, _rerun(1.2, order=2), True, "the dict that lab.length_extrapolation"),
+    (_rerun(1.0), "result", True, "control should be the dict"),
 ])
-def test_order_one_explains_a_wrong_run(rerun, answer, hint):
-    feedback = check_order_one_rerun(rerun, answer)
+def test_order_one_explains_a_wrong_run(rerun, control, answer, hint):
+    feedback = check_order_one_rerun(rerun, control, answer)
     assert not feedback and hint in feedback.message

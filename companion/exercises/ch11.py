@@ -112,33 +112,52 @@ ORDER_ONE = {"vocab_size": 8, "order": 1, "seed": 0}
 RERUN_SCHEMES, RERUN_SEEDS, RERUN_STEPS, CLOSE_NATS = ("none", "alibi"), [0, 1, 2], 150, 0.05
 
 
-def check_order_one_rerun(rerun, answer) -> Feedback:
-    """The lab rerun on an order-1 chain, and whether no positions is within 0.05 nats of ALiBi at L.
-
-    ``rerun`` is what ``lab.length_extrapolation`` returned; ``answer`` is True or False. The
-    answer is checked against the learner's own numbers, which differ slightly between machines.
-    """
+def _rerun_problem(rerun, name: str, order: int) -> str | None:
+    """Why ``rerun`` is not the run the exercise asks for (None if it is)."""
     if not isinstance(rerun, dict) or not {"floor", "loss", "seeds", "history"} <= set(rerun):
-        return wrong("rerun should be the dict that lab.length_extrapolation(...) returns")
-    floor = MarkovChain(**ORDER_ONE).entropy_rate()
+        return f"{name} should be the dict that lab.length_extrapolation(...) returns"
+    floor = MarkovChain(**{**ORDER_ONE, "order": order}).entropy_rate()
     if not isinstance(rerun["floor"], float) or abs(rerun["floor"] - floor) > 1e-9:
-        return wrong("That run did not use the order-1 chain: pass source=MarkovChain(8, 1, seed=0)")
+        return (f"{name} did not use the order-{order} chain: pass "
+                f"source=MarkovChain(8, {order}, seed=0)")
     if sorted(rerun["loss"]) != sorted(RERUN_SCHEMES):
-        return wrong(f"Train exactly the schemes {RERUN_SCHEMES}, got {sorted(rerun['loss'])}")
+        return f"Train exactly the schemes {RERUN_SCHEMES} in {name}, got {sorted(rerun['loss'])}"
     if list(rerun["seeds"]) != RERUN_SEEDS:
-        return wrong(f"Use seeds=(0, 1, 2), got {list(rerun['seeds'])}")
+        return f"Use seeds=(0, 1, 2) in {name}, got {list(rerun['seeds'])}"
     if np.shape(rerun["history"]["none"]) != (len(RERUN_SEEDS), RERUN_STEPS):
-        return wrong(f"Train for steps={RERUN_STEPS}")
+        return f"Train {name} for steps={RERUN_STEPS}"
+    return None
+
+
+def _keeps_up(rerun) -> bool:
+    gaps = np.abs(np.asarray(rerun["loss"]["none"])[:, 0] - np.asarray(rerun["loss"]["alibi"])[:, 0])
+    return bool(np.all(gaps < CLOSE_NATS))
+
+
+def check_order_one_rerun(rerun, control, answer) -> Feedback:
+    """Whether order information is worth nothing on an order-1 chain, against an order-2 control.
+
+    ``rerun`` and ``control`` are what ``lab.length_extrapolation`` returned for the order-1
+    and the order-2 chain, at the same short budget; ``answer`` is True if the model without
+    positions is within 0.05 nats of ALiBi at L in every seed of ``rerun`` but not of
+    ``control``. It is checked against the learner's own numbers, which differ slightly
+    between machines.
+    """
+    for run, name, order in ((rerun, "rerun", 1), (control, "control", 2)):
+        problem = _rerun_problem(run, name, order)
+        if problem is not None:
+            return wrong(problem)
     if not isinstance(answer, (bool, np.bool_)):
         return wrong(f"answer should be True or False, got {type(answer).__name__}")
-    gaps = np.abs(np.asarray(rerun["loss"]["none"])[:, 0] - np.asarray(rerun["loss"]["alibi"])[:, 0])
-    truth = bool(np.all(gaps < CLOSE_NATS))
+    order_one, order_two = _keeps_up(rerun), _keeps_up(control)
+    truth = order_one and not order_two
     if bool(answer) == truth and truth:
         return right("With order 1 the next token depends only on the current one, which every query sees "
-                     "as its own token: order information is worth nothing, and the model without positions "
-                     "keeps up.")
+                     "as its own token: order information is worth nothing there, and the model without "
+                     "positions keeps up; on the order-2 chain, at the same budget, it does not.")
     if bool(answer) == truth:
-        return right("Your run says no; compare the gap with the order-2 chain's. Which tokens must the model "
-                     "find in an order-1 chain?")
-    return wrong("Compare the two schemes' losses at L (column 0 of rerun['loss'][scheme]) seed by seed, "
-                 f"and count a gap below {CLOSE_NATS} as within.")
+        which = "the order-1 run" if not order_one else "the order-2 control"
+        return right(f"Your runs say no ({which} decides it). At 150 steps, is either model done learning? "
+                     "Which tokens must a model find in each chain?")
+    return wrong("Compare the two schemes' losses at L (column 0 of run['loss'][scheme]) seed by seed, in both "
+                 f"runs, and count a gap below {CLOSE_NATS} as within.")

@@ -366,7 +366,7 @@ _value("ch10-fairseq-mapping", "answer", check_fairseq_mapping)
 _value("ch11-floor-16", "answer", check_chunk_floor_16)
 _value("ch11-table2-flat", "answer", check_table2_flat_methods)
 _value("ch11-early-tokens", "answer", check_early_token_counts)
-_value("ch11-order-one", ("rerun", "answer"), check_order_one_rerun)
+_value("ch11-order-one", ("rerun", "control", "answer"), check_order_one_rerun)
 
 _value("ch12-widened-params", "answer", check_widened_concat_parameters)
 _value("ch12-real-or-not", "answer", check_seed_spread_verdicts)
