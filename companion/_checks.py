@@ -14,6 +14,17 @@ from typing import Any, Iterable
 import torch
 
 
+def default_float32() -> None:
+    """Refuse to train when PyTorch's default dtype is not float32.
+
+    The lab's helper processes start with PyTorch's defaults, so a run in a process whose
+    default was changed would give numbers that depend on which process ran it.
+    """
+    if torch.get_default_dtype() != torch.float32:
+        raise RuntimeError("the lab trains in float32, but the default dtype is "
+                           f"{torch.get_default_dtype()}: call torch.set_default_dtype(torch.float32) first")
+
+
 def integer(name: str, value: Any) -> int:
     """Return ``value`` as an ``int``; bools and floats are refused."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):

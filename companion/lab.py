@@ -118,11 +118,7 @@ def run_parallel(function: Callable, tasks: Sequence[tuple], workers: int | None
 
 
 def _run_one(function: Callable, task: tuple):
-    # Helpers start with PyTorch's defaults; a task run here must see the same, or its
-    # numbers would depend on which process ran it.
-    if torch.get_default_dtype() != torch.float32:
-        raise RuntimeError("the lab trains in float32, but the default dtype is "
-                           f"{torch.get_default_dtype()}: call torch.set_default_dtype(torch.float32) first")
+    _checks.default_float32()  # the helpers have PyTorch's defaults; this process must too
     with one_thread():
         return function(*task)
 

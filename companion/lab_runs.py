@@ -41,8 +41,9 @@ import torch
 
 from companion import _checks
 from companion.data import HiddenStateChain, MarkovChain, RepeatedSegment
+from companion.lab import attention_by_offset, available_cores, run_parallel
 from companion.model import SCHEMES, ModelConfig, TinyDecoder
-from companion.train import TrainConfig, _losses, converged, evaluate, loss_by_position, train
+from companion.train import TrainConfig, converged, evaluate, loss_by_position, train
 
 RECORD = Path(__file__).resolve().parents[1] / "book" / "data" / "lab_runs"
 STEPS = 1600
@@ -163,8 +164,6 @@ def attention_shares(model: TinyDecoder, tokens: torch.Tensor, train_len: int) -
     (offsets training never showed), and the share on offsets 0-2 of queries at
     ``L/4 <= t < L`` (in length) and at ``t >= 2L`` (far out).
     """
-    from companion.lab import attention_by_offset
-
     weights = attention_by_offset(model, tokens)  # (layers, heads, s, s): [.., t, offset]
     L = train_len
     far, inside = weights[:, :, 2 * L :], weights[:, :, L // 4 : L]
@@ -176,11 +175,12 @@ def attention_shares(model: TinyDecoder, tokens: torch.Tensor, train_len: int) -
 
 
 def sliding_excess(model: TinyDecoder, src, length: int, stride: int, num_tokens: int) -> float:
-    """Mean excess of the last ``stride`` predictions of windows of ``length`` every ``stride``."""
-    stream = torch.from_numpy(src.sample(1, num_tokens, seed=EVAL_SEED)[0])
-    windows = stream.unfold(0, length, stride)  # (n, length)
-    excess = _losses(model, windows) - torch.from_numpy(src.log_loss(windows.numpy()))
-    return excess[1:, -stride:].mean().item()  # the first window's early predictions are not scored
+    """Mean excess of the last ``stride`` predictions of windows of ``length`` every ``stride``.
+
+    The first window is not scored: its early predictions have less context.
+    """
+    return evaluate(model, src, [length], num_tokens=num_tokens, seed=EVAL_SEED, stride=stride,
+                    excess=True, score_first=False)[length]
 
 
 def _round(values, digits: int = 5):
@@ -195,8 +195,7 @@ def train_run(run: Run, steps: int | None = None, device=None) -> tuple[dict, di
     (default: the run's own) shortens it, for tests.
     """
     steps = run.steps if steps is None else _checks.positive_int("steps", steps)
-    if torch.get_default_dtype() != torch.float32:
-        raise RuntimeError("the lab's runs train in float32: call torch.set_default_dtype(torch.float32) first")
+    _checks.default_float32()
     src, L = source(run.source), run.train_len
     lens = [m * L for m in MULTIPLES]
     curve_lens = [L, 2 * L, 8 * L]
@@ -330,8 +329,6 @@ def _train_task(run: Run, steps: int, device=None):
 
 
 def _main(argv=None) -> int:
-    from companion.lab import run_parallel
-
     parser = argparse.ArgumentParser(prog="python -m companion.lab_runs", description=__doc__.split("\n")[0])
     parser.add_argument("command", choices=("train", "check", "list"))
     parser.add_argument("--only", default="*", help="runs whose key matches this pattern, e.g. 'repeat--rope*'")
@@ -356,7 +353,7 @@ def _main(argv=None) -> int:
         return 0
     print(f"{len(todo)} runs, {sum(r.steps for r in todo)} steps in all", flush=True)
     failures = []
-    workers = args.workers or __import__("companion.lab", fromlist=["available_cores"]).available_cores()
+    workers = args.workers or available_cores()
     for start in range(0, len(todo), workers):
         chunk = todo[start : start + workers]
         for run, (record, state, seconds) in zip(chunk, run_parallel(_train_task, [(r, r.steps, args.device) for r in chunk],

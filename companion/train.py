@@ -259,14 +259,15 @@ def _chain(source: MarkovChain, windows: torch.Tensor, excess: bool) -> torch.Te
 
 
 def evaluate(model: TinyDecoder, source: MarkovChain, eval_lens, *, num_tokens: int = 16_384, seed: int = 10_000,
-             stride: int | None = None, excess: bool = False) -> dict[int, float]:
+             stride: int | None = None, excess: bool = False, score_first: bool = True) -> dict[int, float]:
     """Mean loss per evaluation length, on chunks of one long sample (in eval mode).
 
     ``stride=None``: the stream of ``num_tokens`` tokens is cut into non-overlapping chunks
     of ``L``; each chunk is a separate input, so its first tokens have little context.
     ``stride=S`` (``1 <= S <= L``): windows of ``L`` tokens start every ``S`` tokens and
     each scores only its last ``S`` predictions, which have at least ``L - S`` tokens of
-    context (the first window scores all of its own), as in Press et al.'s Appendix B.
+    context (the first window scores all of its own, unless ``score_first=False``), as in
+    Press et al.'s Appendix B.
     ``excess=True`` subtracts the chain's own loss on the same tokens (see
     :func:`loss_by_position`), so that 0 is the best possible and sampling noise cancels.
     A source that is no single long stream (``source.stream`` False: a
@@ -299,7 +300,9 @@ def evaluate(model: TinyDecoder, source: MarkovChain, eval_lens, *, num_tokens: 
             raise ValueError(f"stride must be at most the evaluation length {length}, got {step}")
         windows = stream.unfold(0, length, step)  # (n, L): window i starts at i * S
         losses = _losses(model, windows) - _chain(source, windows, excess)
-        scored = torch.cat([losses[0], losses[1:, -step:].reshape(-1)])
+        scored = losses[1:, -step:].reshape(-1)
+        if score_first:
+            scored = torch.cat([losses[0], scored])
         result[length] = scored.mean().item()
     return result
 

@@ -9,6 +9,7 @@ import torch
 
 from companion import lab_runs
 from companion.lab_runs import CONFIGS, GROUPS, RECORD, SOURCES, STEPS, Run
+from companion.train import _losses
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +91,7 @@ def test_sliding_excess_scores_the_last_stride_of_every_window_but_the_first(tin
     by_hand = []
     for start in range(16, 256 - 32 + 1, 16):  # the windows after the first
         window = stream[start : start + 32][None]
-        own = lab_runs._losses(model, window)[0, -16:] - torch.from_numpy(src.log_loss(window.numpy()))[0, -16:]
+        own = _losses(model, window)[0, -16:] - torch.from_numpy(src.log_loss(window.numpy()))[0, -16:]
         by_hand.append(own)
     assert math.isclose(lab_runs.sliding_excess(model, src, 32, 16, 256), torch.cat(by_hand).mean().item(),
                         rel_tol=1e-9)
