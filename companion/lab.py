@@ -347,8 +347,8 @@ ADD_VS_CONCAT = (
 )
 
 
-def _add_vs_concat_run(config, train_config, source, num_tokens):
-    model, history = train(config, train_config, source)
+def _add_vs_concat_run(config, train_config, source, num_tokens, device=None):
+    model, history = train(config, train_config, source, device=device)
     length = train_config.seq_len
     return {"loss": evaluate(model, source, [length], num_tokens=num_tokens)[length],
             "parameters": model.num_parameters(), "history": history}
@@ -364,6 +364,7 @@ def add_vs_concat(
     num_tokens: int = 8192,
     source: MarkovChain | None = None,
     workers: int | None = None,
+    device=None,
 ) -> list[dict]:
     """In-length loss of absolute positions added to or concatenated with the tokens.
 
@@ -372,7 +373,8 @@ def add_vs_concat(
     carry a fourth element, a dict of other :class:`ModelConfig` fields (e.g.
     ``{"learned_init_std": 1.0}``). Returns one row per configuration and seed:
     ``{"position", "combine", "scale", "options", "seed", "loss", "parameters", "history"}``
-    (``history``: the training loss at each step).
+    (``history``: the training loss at each step). ``device`` (e.g. ``"cuda"``, with
+    ``workers=1`` on one GPU) is where every model trains and is evaluated.
     """
     source = default_source() if source is None else source
     seeds = _seeds(seeds)
@@ -384,7 +386,7 @@ def add_vs_concat(
         config = _model_config(source, options, position=position, combine=combine, position_dim=position_dim,
                                scale_embedding=scale, max_len=train_len)
         for seed in seeds:
-            tasks.append((config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, num_tokens))
+            tasks.append((config, TrainConfig(steps=steps, seq_len=train_len, seed=seed), source, num_tokens, device))
             rows.append({"position": position, "combine": combine, "scale": scale, "options": options or {},
                          "seed": seed})
     for row, run in zip(rows, run_parallel(_add_vs_concat_run, tasks, workers)):
@@ -425,31 +427,57 @@ def with_rope_scaling(model: TinyDecoder, scaling: dict | None, *, attention_sca
     return stretched
 
 
+def with_rope_speeds(model: TinyDecoder, ratios, *, attention_scale: float = 1.0) -> TinyDecoder:
+    """A copy of a trained RoPE ``model`` whose pair ``i`` turns ``ratios[i]`` times as fast.
+
+    For controls that no named scaling expresses, e.g. slowing only pair 0 by ``1 / s``
+    (``ratios = [1 / s, 1, 1, ...]``). ``ratios`` is ``(d/2,)``, one positive number per
+    rotary pair of a head; ``rope_frequencies(d, scaling=sc) / rope_frequencies(d)`` turns a
+    named scaling ``sc`` into its ratios. The original model is untouched.
+    """
+    if not isinstance(model, TinyDecoder):
+        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
+    if model.config.position != "rope":
+        raise ValueError(f"with_rope_speeds needs a rope model, this one uses {model.config.position!r}")
+    pairs = model.config.dim // model.config.num_heads // 2
+    ratios = np.asarray(ratios, dtype=np.float64)
+    if ratios.shape != (pairs,) or not np.all(np.isfinite(ratios) & (ratios > 0)):
+        raise ValueError(f"ratios must be {pairs} positive numbers, one per rotary pair of a head; "
+                         f"got {ratios.tolist()}")
+    stretched = with_rope_scaling(model, None, attention_scale=attention_scale)
+    for block in stretched.blocks:
+        rotary = block.attn.qk_transform
+        rotary._theta64 = rotary._theta64 * ratios
+        rotary.theta = torch.from_numpy(rotary._theta64.copy()).to(rotary.theta.device)
+        rotary._build_cache(rotary.cached_len)
+    return stretched
+
+
 def _apply(function: Callable, args: tuple):
     """``function(*args)``: lets one :func:`run_parallel` call run tasks of several kinds."""
     return function(*args)
 
 
-def _trained_rope_model(config: ModelConfig, state: dict) -> TinyDecoder:
+def _trained_rope_model(config: ModelConfig, state: dict, device=None) -> TinyDecoder:
     model = TinyDecoder(config)
     model.load_state_dict(state)
-    return model
+    return model if device is None else model.to(device)
 
 
-def _rope_train_run(config, train_config, source, num_tokens):
+def _rope_train_run(config, train_config, source, num_tokens, device=None):
     """One seed of :func:`rope_extension`, first part: train at L; plain data only."""
-    model, history = train(config, train_config, source)
+    model, history = train(config, train_config, source, device=device)
     length = train_config.seq_len
     return {"trained": evaluate(model, source, [length], num_tokens=num_tokens)[length], "history": history,
-            "state": model.state_dict()}
+            "state": {k: v.cpu() for k, v in model.state_dict().items()}}
 
 
 def _rope_method_run(config, state, train_config, source, method, factors, finetune_factor, finetune_steps,
-                     finetune_batch_size, num_tokens):
+                     finetune_batch_size, num_tokens, device=None):
     """One (seed, method) of :func:`rope_extension`: stretch zero-shot to each factor, then fine-tune."""
     from companion.rope import yarn_attention_scale
 
-    base_model, train_len = _trained_rope_model(config, state), train_config.seq_len
+    base_model, train_len = _trained_rope_model(config, state, device), train_config.seq_len
 
     def stretched(factor: int) -> TinyDecoder:
         scale = yarn_attention_scale(factor) if method == "yarn" else 1.0
@@ -466,9 +494,9 @@ def _rope_method_run(config, state, train_config, source, method, factors, finet
     return out
 
 
-def _rope_continue_run(config, state, train_config, source, num_tokens):
+def _rope_continue_run(config, state, train_config, source, num_tokens, device=None):
     """One (seed, rate) of :func:`rope_extension`'s ``continued_lrs``: train on at L, evaluate at L."""
-    more, _ = train(config, train_config, source, model=_trained_rope_model(config, state))
+    more, _ = train(config, train_config, source, model=_trained_rope_model(config, state, device))
     length = train_config.seq_len
     return evaluate(more, source, [length], num_tokens=num_tokens)[length]
 
@@ -487,6 +515,7 @@ def rope_extension(
     model_options: dict | None = None,
     source: MarkovChain | None = None,
     workers: int | None = None,
+    device=None,
 ) -> dict:
     """Stretch a RoPE model trained at ``train_len`` to ``factor * train_len``, per seed.
 
@@ -502,6 +531,9 @@ def rope_extension(
     model, unscaled, is trained on at ``train_len`` for ``finetune_steps`` steps with the same
     tokens per step as fine-tuning (``finetune_batch_size * finetune_factor`` sequences),
     then evaluated at ``train_len``.
+
+    ``device`` (e.g. ``"cuda"``, with ``workers=1`` on one GPU) is where every model trains
+    and is evaluated; the returned models are on the CPU.
 
     Returns:
         ``{"seeds", "factors", "floor_by_length": {...}, "trained": (seeds,),
@@ -523,16 +555,16 @@ def rope_extension(
         raise ValueError(f"continued_lrs must be positive rates, with finetune_steps > 0; got {continued_lrs}")
     config = _model_config(source, model_options, position="rope", **ROPE_MODEL)
     configs = [TrainConfig(steps=steps, seq_len=train_len, seed=seed) for seed in seeds]
-    runs = run_parallel(_rope_train_run, [(config, tc, source, num_tokens) for tc in configs], workers)
+    runs = run_parallel(_rope_train_run, [(config, tc, source, num_tokens, device) for tc in configs], workers)
     # Then every (seed, method) and every (seed, rate) on its own, so that the processes
     # finish together: far more tasks than processes.
     methods = list(rope_scalings(2, train_len))
     method_tasks = [(config, run["state"], tc, source, m, factors, finetune_factor, finetune_steps,
-                     finetune_batch_size, num_tokens) for run, tc in zip(runs, configs) for m in methods]
+                     finetune_batch_size, num_tokens, device) for run, tc in zip(runs, configs) for m in methods]
     continued = [dataclasses.replace(tc, steps=finetune_steps, batch_size=finetune_batch_size * finetune_factor,
                                      seed=tc.seed + 100, warmup=1, lr=lr)
                  for lr in continued_lrs for tc in configs]
-    continue_tasks = [(config, run["state"], tc, source, num_tokens)
+    continue_tasks = [(config, run["state"], tc, source, num_tokens, device)
                       for tc, run in zip(continued, runs * len(continued_lrs))]
     results = run_parallel(_apply, [(_rope_method_run, task) for task in method_tasks]
                            + [(_rope_continue_run, task) for task in continue_tasks], workers)

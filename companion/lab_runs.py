@@ -1,7 +1,7 @@
 """The lab's trained runs: every model the lab chapters read, how it was trained, and its record.
 
 Training the lab's models to convergence takes longer than a chapter may (about 40 s of one
-core per model, 220 models), so the chapters read what these runs recorded in
+core per model, 315 models), so the chapters read what these runs recorded in
 ``book/data/lab_runs/`` (one JSON file per source, configuration and training length, every
 seed in it) and load the weights of seed 0 where they look inside a model. One command
 retrains everything, deterministically (each run on one thread, seeded, its batches drawn
@@ -23,7 +23,12 @@ predicted token:
   ``L, 2L, 6L`` tokens moved by ``L / 2``, each scored prediction having at least ``n - L / 2``
   tokens of context (the first window is not scored);
 - ``"attention"``: per layer and head, where the queries look (:func:`attention_shares`);
-- ``"history"``: the training loss, averaged over windows of 20 steps.
+- ``"history"``: the training loss, averaged over windows of 20 steps;
+- for the configurations in ``EVERY_SEED_WEIGHTS`` (RoPE, chapter 13), the model stretched to
+  longer inputs zero-shot and fine-tuned (:func:`stretch_record`).
+
+Those configurations keep every seed's weights; the others keep seed 0's (of the first
+instance of each source).
 """
 
 from __future__ import annotations
@@ -41,8 +46,10 @@ import torch
 
 from companion import _checks
 from companion.data import HiddenStateChain, MarkovChain, RepeatedSegment
-from companion.lab import attention_by_offset, available_cores, run_parallel
+from companion.lab import (attention_by_offset, available_cores, rope_scalings, run_parallel, with_rope_scaling,
+                           with_rope_speeds)
 from companion.model import SCHEMES, ModelConfig, TinyDecoder
+from companion.rope import rope_frequencies, yarn_attention_scale
 from companion.train import TrainConfig, converged, evaluate, loss_by_position, train
 
 RECORD = Path(__file__).resolve().parents[1] / "book" / "data" / "lab_runs"
@@ -82,7 +89,24 @@ CONFIGS = {
     **{scheme: {"position": scheme} for scheme in SCHEMES},
     "learned-gpt2": {"position": "learned", "scale_embedding": False, "learned_init_std": MODEL["dim"] ** -0.5},
     "rope-2x16": {"position": "rope", "num_heads": 2},
+    # Chapter 12's: positions concatenated (16 token features, 16 position features, same
+    # width), sinusoidal positions added without the sqrt(d) scale on the tokens, and the
+    # learned table drawn 50 times larger (std 1.0 beside tokens of RMS 1).
+    "sinusoidal-concat": {"position": "sinusoidal", "combine": "concat", "position_dim": 16},
+    "learned-concat": {"position": "learned", "combine": "concat", "position_dim": 16},
+    "sinusoidal-noscale": {"position": "sinusoidal", "scale_embedding": False},
+    "learned-x50": {"position": "learned", "learned_init_std": 1.0},
 }
+# Configurations whose weights are kept for every seed, not only seed 0, and whose record
+# also holds each seed's model stretched to longer inputs (chapter 13: :func:`stretch_record`).
+EVERY_SEED_WEIGHTS = ("rope-2x16",)
+STRETCH_FACTORS = (2, 4, 8)
+# Fine-tuning a stretched model: steps of batch_size sequences of factor * L tokens, at a
+# constant rate after one warm-up step: the rate training ended at (train_config's cosine
+# ends at 0.1 of 4e-3), so that fine-tuning does not also change the step size.
+FINETUNE = {"factor": 4, "steps": 40, "batch_size": 8, "lr": 4e-4}
+FINETUNED = ("none", "linear", "ntk", "yarn")
+COMBINE = ("sinusoidal-concat", "learned-concat", "sinusoidal-noscale", "learned-x50", "learned-gpt2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +126,10 @@ GROUPS = (
     Group("controls", ("hidden",), ("rope-2x16", "learned-gpt2"), tuple(range(10))),
     Group("length", ("markov",), ("rope",), tuple(range(10)), train_lens=(24, 48)),
     Group("second", ("hidden-b", "markov-b"), SCHEMES, tuple(range(5))),
+    Group("combine", ("markov",), COMBINE, tuple(range(10))),
+    Group("combine-b", ("markov-b",), COMBINE, tuple(range(5))),
+    Group("stretch", ("markov",), ("rope-2x16",), tuple(range(10))),
+    Group("controls-b", ("hidden-b", "markov-b"), ("rope-2x16",), tuple(range(5))),
 )
 
 
@@ -183,6 +211,74 @@ def sliding_excess(model: TinyDecoder, src, length: int, stride: int, num_tokens
                     excess=True, score_first=False)[length]
 
 
+def stretch_methods(factor: int, train_len: int, head_dim: int) -> dict:
+    """How chapter 13 runs a RoPE model at ``factor`` times ``train_len``: name -> speeds, scale.
+
+    Each entry is ``(ratios, attention_scale)``: pair ``i`` turns ``ratios[i]`` times as fast
+    as in training (:func:`companion.lab.with_rope_speeds`). The four of
+    :func:`companion.lab.rope_scalings` (YaRN with its temperature), YaRN without the
+    temperature, YaRN as its paper writes the ramp (over turns), and two controls: only
+    pair 0 slowed by ``1 / factor``, and every pair but pair 0 slowed by ``1 / factor``.
+    """
+    theta = rope_frequencies(head_dim)
+    named = rope_scalings(factor, train_len)
+    named["yarn-paper"] = {**named["yarn"], "ramp": "rotations"}
+    methods = {m: (rope_frequencies(head_dim, scaling=sc) / theta, 1.0) for m, sc in named.items()}
+    temperature = yarn_attention_scale(factor)
+    methods["yarn-notemp"] = methods["yarn"]
+    methods["yarn"] = (methods["yarn"][0], temperature)
+    methods["yarn-paper"] = (methods["yarn-paper"][0], temperature)
+    first = np.arange(head_dim // 2) == 0
+    methods["pair0-slowed"] = (np.where(first, 1 / factor, 1.0), 1.0)
+    methods["pair0-kept"] = (np.where(first, 1.0, 1 / factor), 1.0)
+    return methods
+
+
+def stretch_record(model: TinyDecoder, src, train_len: int, seed: int, device=None) -> dict:
+    """Chapter 13's measurements of one trained RoPE model (excess in nats per token).
+
+    - ``"stretched"``: ``{method: [[excess at L, excess at s * L] for s in STRETCH_FACTORS]}``,
+      zero-shot, for every method of :func:`stretch_methods`;
+    - ``"finetuned"``: for each method of ``FINETUNED``, a copy stretched by
+      ``FINETUNE["factor"]`` and trained on at that length (``FINETUNE``) with its scaling in
+      place: ``{"excess": [at L, 4L, 8L], "curve": excess at 4L after 0, 10, .. steps}``;
+    - ``"continued"``: the control, the unscaled model trained on at ``L`` for as many steps
+      at the same rate and tokens per step, then its excess at ``L``.
+    """
+    L, head_dim = train_len, model.config.dim // model.config.num_heads
+
+    def excess(m, lengths, num_tokens=EVAL_TOKENS):
+        values = evaluate(m, src, lengths, num_tokens=num_tokens, seed=EVAL_SEED, excess=True)
+        return [round(values[n], 5) for n in lengths]
+
+    stretched = {}
+    for factor in STRETCH_FACTORS:
+        for name, (ratios, scale) in stretch_methods(factor, L, head_dim).items():
+            copy = with_rope_speeds(model, ratios, attention_scale=scale)
+            stretched.setdefault(name, []).append(excess(copy, [L, factor * L]))
+    s, long_len = FINETUNE["factor"], FINETUNE["factor"] * L
+    tune = TrainConfig(steps=FINETUNE["steps"], batch_size=FINETUNE["batch_size"], seq_len=long_len,
+                       seed=seed + 100, warmup=1, lr=FINETUNE["lr"])
+    finetuned = {}
+    for name in FINETUNED:
+        ratios, scale = stretch_methods(s, L, head_dim)[name]
+        curve = []
+
+        def checkpoint(step, m):
+            if step % 10 == 0:
+                curve.append(excess(m, [long_len], 4096)[0])
+
+        start = with_rope_speeds(model, ratios, attention_scale=scale)
+        curve.append(excess(start, [long_len], 4096)[0])
+        tuned, _ = train(start.config, tune, src, model=start, callback=checkpoint, device=device)
+        finetuned[name] = {"excess": excess(tuned, [L, 4 * L, 8 * L]), "curve": curve}
+    more = TrainConfig(steps=FINETUNE["steps"], batch_size=FINETUNE["batch_size"] * s, seq_len=L,
+                       seed=seed + 100, warmup=1, lr=FINETUNE["lr"])
+    continued, _ = train(model.config, more, src, model=with_rope_speeds(model, np.ones(head_dim // 2)),
+                         device=device)
+    return {"stretched": stretched, "finetuned": finetuned, "continued": excess(continued, [L])[0]}
+
+
 def _round(values, digits: int = 5):
     return np.round(np.asarray(values, dtype=np.float64), digits).tolist()
 
@@ -223,6 +319,8 @@ def train_run(run: Run, steps: int | None = None, device=None) -> tuple[dict, di
             model, torch.from_numpy(src.sample(32, 8 * L, seed=EVAL_SEED)), L).items()},
         "history": _round(np.asarray(history[: len(history) // 20 * 20]).reshape(-1, 20).mean(1), 4),
     }
+    if run.config in EVERY_SEED_WEIGHTS:
+        record.update(stretch_record(model, src, L, run.seed, device))
     if getattr(src, "stream", True):
         record["strided"] = _round([sliding_excess(model, src, m * L, L // 2, 4096) for m in (1, 2, 6)])
     return record, {k: v.cpu() for k, v in model.state_dict().items()}
@@ -232,8 +330,8 @@ def _path(key: str, root: Path) -> Path:
     return root / f"{key}.json"
 
 
-def _weights_path(key: str, root: Path) -> Path:
-    return root / "weights" / f"{key}.pt"
+def _weights_path(key: str, root: Path, seed: int = 0) -> Path:
+    return root / "weights" / (f"{key}.pt" if seed == 0 else f"{key}--seed{seed}.pt")
 
 
 def _read(key: str, root: Path) -> dict:
@@ -256,9 +354,10 @@ def _write(run: Run, record: dict, state: dict, root: Path) -> None:
     data["seeds"] = dict(sorted(data["seeds"].items(), key=lambda kv: int(kv[0])))
     root.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
-    if run.seed == 0 and not run.source.endswith("-b") and run.steps == budget(run.source, run.config):
+    if run.steps == budget(run.source, run.config) and (
+            run.config in EVERY_SEED_WEIGHTS or (run.seed == 0 and not run.source.endswith("-b"))):
         _weights_path(run.key, root).parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, _weights_path(run.key, root))
+        torch.save(state, _weights_path(run.key, root, run.seed))
 
 
 def load(source_name: str, config: str, train_len: int = 32, *, steps: int | None = None, seeds=None,
@@ -267,7 +366,10 @@ def load(source_name: str, config: str, train_len: int = 32, *, steps: int | Non
 
     Every per-seed entry of the module's description becomes an array whose first axis is
     the seed (``"curve"`` gives ``"curve_step"`` and ``"curve"``: ``(seeds, 3, checkpoints)``
-    at ``L, 2L, 8L``; ``"attention"`` gives ``"attention_<share>"`` of ``(seeds, layers, heads)``).
+    at ``L, 2L, 8L``; ``"attention"`` gives ``"attention_<share>"`` of ``(seeds, layers, heads)``;
+    a configuration of ``EVERY_SEED_WEIGHTS`` also gives :func:`stretch_record`'s entries:
+    ``"stretched"`` ``{method: (seeds, factors, 2)}``, ``"finetuned"`` ``{method: {"excess":
+    (seeds, 3), "curve": (seeds, checkpoints)}}`` and ``"continued"`` ``(seeds,)``).
     ``seeds`` picks some of them (all recorded ones by default); ``steps`` picks the budget
     (default: the configuration's own, :func:`budget`).
     """
@@ -290,16 +392,28 @@ def load(source_name: str, config: str, train_len: int = 32, *, steps: int | Non
                              for e in entries])
     for share in entries[0]["attention"]:
         out[f"attention_{share}"] = np.array([e["attention"][share] for e in entries])
+    if "stretched" in entries[0]:  # stretch_record's: (seeds, factors, 2), (seeds, 3), (seeds,)
+        out["stretched"] = {m: np.array([e["stretched"][m] for e in entries]) for m in entries[0]["stretched"]}
+        out["finetuned"] = {m: {k: np.array([e["finetuned"][m][k] for e in entries]) for k in ("excess", "curve")}
+                            for m in entries[0]["finetuned"]}
+        out["continued"] = np.array([e["continued"] for e in entries])
     return out
 
 
-def trained_model(source_name: str, config: str, train_len: int = 32, *, root=None) -> TinyDecoder:
-    """Seed 0's trained model of a recorded configuration (in eval mode)."""
+def trained_model(source_name: str, config: str, train_len: int = 32, *, seed: int = 0,
+                  root=None) -> TinyDecoder:
+    """A trained model of a recorded configuration (in eval mode): seed 0's, or ``seed``'s.
+
+    Every seed's weights are kept for the configurations in ``EVERY_SEED_WEIGHTS``; for the
+    others, seed 0's only (on the first instance of each source).
+    """
     root = RECORD if root is None else Path(root)
-    key = Run(source_name, config, _checks.positive_int("train_len", train_len), 0).key
-    path = _weights_path(key, root)
+    seed = _checks.integer("seed", seed)
+    key = Run(source_name, config, _checks.positive_int("train_len", train_len), seed).key
+    path = _weights_path(key, root, seed)
     if not path.is_file():
-        raise FileNotFoundError(f"no recorded weights for {key!r}; run make lab-train, which writes them")
+        raise FileNotFoundError(f"no recorded weights for {key!r} seed {seed} (kept for seed 0, and for every "
+                                f"seed of {EVERY_SEED_WEIGHTS}); run make lab-train, which writes them")
     model = TinyDecoder(model_config(config, train_len))
     model.load_state_dict(torch.load(path, weights_only=True))
     return model.eval()

@@ -133,6 +133,30 @@ def test_with_rope_scaling_copies_a_freshly_trained_model():
         lab.with_rope_scaling("model", None)
 
 
+def test_with_rope_speeds_is_a_named_scaling_given_as_ratios():
+    from companion.rope import rope_frequencies
+
+    model, _ = train(ModelConfig(vocab_size=8, dim=32, num_heads=2, position="rope"),
+                     TrainConfig(steps=2, seq_len=8), lab.default_source())
+    tokens = torch.randint(0, 8, (1, 40))
+    ntk = {"type": "ntk", "factor": 4}
+    ratios = rope_frequencies(16, scaling=ntk) / rope_frequencies(16)
+    # the same speeds, up to the last bit of theta * ratio
+    torch.testing.assert_close(lab.with_rope_speeds(model, ratios)(tokens),
+                               lab.with_rope_scaling(model, ntk)(tokens), rtol=1e-5, atol=1e-5)
+    slowed = lab.with_rope_speeds(model, [0.25] + [1.0] * 7)
+    assert not torch.allclose(slowed(tokens), model(tokens))
+    torch.testing.assert_close(lab.with_rope_speeds(model, np.ones(8))(tokens), model(tokens))
+    with pytest.raises(ValueError, match="ratios must be 8 positive numbers"):
+        lab.with_rope_speeds(model, [1.0, 2.0])
+    with pytest.raises(ValueError, match="ratios must be 8 positive numbers"):
+        lab.with_rope_speeds(model, [0.0] * 8)
+    alibi, _ = train(ModelConfig(vocab_size=8, dim=32, position="alibi"), TrainConfig(steps=1, seq_len=8),
+                     lab.default_source())
+    with pytest.raises(ValueError, match="needs a rope model"):
+        lab.with_rope_speeds(alibi, [1.0] * 4)
+
+
 def test_extra_steps_pass_through_the_short_runs_state():
     kwargs = dict(train_len=8, seeds=(0, 1), steps=4, num_tokens=256, position_sequences=4, workers=1)
     short = lab.length_extrapolation(schemes=("none", "alibi"), **kwargs)

@@ -20,7 +20,7 @@ def tiny():
 
 def test_every_group_names_known_sources_and_configs_and_runs_are_unique():
     every = lab_runs.runs()
-    assert len({(r.key, r.seed) for r in every}) == len(every) == 220
+    assert len({(r.key, r.seed) for r in every}) == len(every) == 315
     for group in GROUPS:
         assert set(group.sources) <= set(SOURCES) and set(group.configs) <= set(CONFIGS)
     # seeds 0-4 of the first instances come first, then their seeds 5-9, then the second instances
@@ -115,10 +115,50 @@ def test_the_record_holds_every_run_at_the_current_settings():
         assert data["model"] == json.loads(json.dumps(config.__dict__)), run.key
         entry = data["seeds"][str(run.seed)]
         assert entry["converged"], f"{run.key} seed {run.seed} did not converge"
-        if run.seed == 0 and not run.source.endswith("-b") and run.steps == STEPS:
+        if run.config in lab_runs.EVERY_SEED_WEIGHTS:
+            assert {"stretched", "finetuned", "continued"} <= set(entry), run.key
+            assert (RECORD / "weights" / lab_runs._weights_path(run.key, RECORD, run.seed).name).is_file()
+        elif run.seed == 0 and not run.source.endswith("-b") and run.steps == STEPS:
             assert (RECORD / "weights" / f"{run.key}.pt").is_file(), run.key
 
 
 def test_the_command_line_lists_runs(capsys):
     assert lab_runs._main(["list", "--only", "markov--rope--L48"]) == 0
     assert capsys.readouterr().out.split("\n")[0] == "markov--rope--L48 seed 0"
+
+
+def test_the_stretch_methods_are_the_named_scalings_and_two_controls():
+    from companion.rope import rope_frequencies
+
+    theta = rope_frequencies(16)
+    methods = lab_runs.stretch_methods(4, 32, 16)
+    assert set(methods) == {"none", "linear", "ntk", "yarn", "yarn-notemp", "yarn-paper", "pair0-slowed",
+                            "pair0-kept"}
+    ntk = rope_frequencies(16, scaling={"type": "ntk", "factor": 4})
+    np.testing.assert_allclose(methods["ntk"][0] * theta, ntk, rtol=1e-12)
+    np.testing.assert_allclose(methods["linear"][0], 0.25)
+    assert methods["yarn"][1] > 1 and methods["yarn-notemp"][1] == 1.0
+    assert np.array_equal(methods["yarn"][0], methods["yarn-notemp"][0])
+    assert methods["pair0-slowed"][0].tolist() == [0.25] + [1.0] * 7
+    assert methods["pair0-kept"][0].tolist() == [1.0] + [0.25] * 7
+
+
+def test_the_recorded_stretch_of_the_unscaled_model_is_its_own_record():
+    """'none' at s * L is the same evaluation as the record's excess at s * L."""
+    data = lab_runs.load("hidden", "rope-2x16")
+    entry = json.loads((RECORD / "hidden--rope-2x16--L32.json").read_text(encoding="utf-8"))["seeds"]["0"]
+    none = np.array(entry["stretched"]["none"])  # (factors, 2): at L, at s * L
+    np.testing.assert_allclose(none[:, 0], data["excess"][0, 0], atol=1e-5)
+    np.testing.assert_allclose(none[:, 1], data["excess"][0, 1:], atol=1e-5)
+
+
+def test_every_seeds_weights_reproduce_its_recorded_loss():
+    from companion.train import evaluate
+
+    src = lab_runs.source("hidden")
+    data = lab_runs.load("hidden", "rope-2x16", seeds=[3])
+    model = lab_runs.trained_model("hidden", "rope-2x16", seed=3)
+    value = evaluate(model, src, [32], num_tokens=lab_runs.EVAL_TOKENS, seed=lab_runs.EVAL_SEED, excess=True)[32]
+    assert abs(value - data["excess"][0, 0]) < 1e-5
+    with pytest.raises(FileNotFoundError, match="kept for seed 0"):
+        lab_runs.trained_model("hidden", "rope", seed=3)
