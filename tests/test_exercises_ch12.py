@@ -78,7 +78,7 @@ def test_verdicts_reject_with_hint(answer, words):
 
 # ---- ch12-position-dim -----------------------------------------------------------------
 
-def _rows(position_dim, losses, steps=40, seeds=(0, 1, 2), options=True):
+def _rows(position_dim, losses, steps=400, seeds=(0, 1, 2), options=True):
     """A stand-in for lab.add_vs_concat's rows, with the parameter count of the lab's real model."""
     from companion import lab
 
@@ -121,7 +121,7 @@ def test_position_dim_rejects_the_rows_of_one_call_unsplit():
 @pytest.mark.parametrize("rows_8, rows_24, answer, hint", [
     (_rows(16, [1.6] * 3), _rows(24, [1.6] * 3), "real", "{'position_dim': 8}"),
     (_rows(24, [1.6] * 3), _rows(8, [1.6] * 3), "real", "rows_8: these rows do not have 8 position features"),
-    (_rows(8, [1.6] * 3, steps=130), _rows(24, [1.6] * 3), "real", "steps=40"),
+    (_rows(8, [1.6] * 3, steps=130), _rows(24, [1.6] * 3), "real", "steps=400"),
     (_rows(8, [1.6] * 2, seeds=(0, 1)), _rows(24, [1.6] * 3), "real", "seeds=(0, 1, 2)"),
     (_rows(8, [1.6] * 3), _rows(24, [1.6] * 3), "maybe", "one of"),
     ("rows", _rows(24, [1.6] * 3), "real", "list of the rows"),

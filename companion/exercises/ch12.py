@@ -91,7 +91,7 @@ def check_seed_spread_verdicts(answer) -> Feedback:
                  "side of zero, at least twice their spread (half their range) away from it.")
 
 
-RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 40, (8, 24)
+RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 400, (8, 24)
 
 
 def _concat_parameters(position_dim: int) -> int:
