@@ -12,13 +12,15 @@ writes them)::
               "floor_by_length": {"32": ..., ...},
               "loss": {scheme: [[loss at each length] for each seed]}},
      "ch12": {"names": [...], "loss": {name: [loss for each seed]}, "floor": ...},
-     "ch13": {"factors": [2, 4, 8], "train_len": L, "floor_by_length": {...},
-              "trained": [loss at L for each seed],
-              "zero_shot": {method: [[loss at each factor] for each seed]},
-              "finetuned": {method: [[loss at each factor, or null] for each seed]}}}
+     "ch13": {"factors": [2, 4, 8], "train_len": L, "source": name,
+              "trained": [excess at L for each seed],
+              "zero_shot": {method: [[excess at each factor * L] for each seed]},
+              "finetuned": {method: [[excess at each factor * L, or null] for each seed]}}}
 
-``null`` marks a factor at which a method was not fine-tuned (the lab fine-tunes at one
-factor only).
+Chapter 13's numbers are excesses: the loss minus the source's exact loss on the same tokens
+(``source`` names it, one of :data:`companion.lab_runs.SOURCES`), so 0 is the best possible
+at every length. ``null`` marks a factor at which a method was not fine-tuned (the lab
+fine-tunes at one factor only).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "book" / "data" / "lab_results.j
 KEYS = {
     "ch11": ("seeds", "lens", "floor_by_length", "loss"),
     "ch12": ("names", "loss", "floor"),
-    "ch13": ("factors", "train_len", "floor_by_length", "trained", "zero_shot", "finetuned"),
+    "ch13": ("factors", "train_len", "source", "trained", "zero_shot", "finetuned"),
 }
 
 
