@@ -283,6 +283,8 @@ def length_extrapolation(
     result above is still taken at ``steps``: the run passes through the same state) and
     adds their loss at the end as ``"long_loss"`` and ``"long_history"``. ``device``
     (e.g. ``"cuda"``) is where every model trains; use ``workers=1`` with a single GPU.
+    Every model is built with ``max_len = 8 * train_len`` (or the longest evaluation, if
+    longer), so a seed trains the same learned table whatever lengths it is evaluated at.
 
     Returns:
         ``{"lens", "seeds", "steps", "model_options", "position_sequences", "floor", "floor_by_length",
@@ -306,7 +308,11 @@ def length_extrapolation(
     for scheme, extra in extra_steps.items():
         _checks.choice("extra_steps scheme", scheme, tuple(schemes))
         _checks.positive_int(f"extra_steps[{scheme!r}]", extra)
-    max_len = max(lens + (strided_lens if stride is not None else []))
+    # A learned table gets 8 * train_len rows (more only if an evaluation needs them), as in
+    # lab_runs: its rows are drawn before the blocks, so the number of rows changes every
+    # later weight of a seed's model; with a fixed count, asking for other evaluation
+    # lengths (up to 8L) trains the same model.
+    max_len = max([8 * train_len] + lens + (strided_lens if stride is not None else []))
     tasks = [
         _ExtrapolationTask(
             config=_model_config(source, model_options, position=scheme, max_len=max_len),

@@ -26,6 +26,15 @@ def test_length_extrapolation_shapes_and_floor():
         assert np.all(losses > floors)
 
 
+def test_the_learned_model_does_not_depend_on_the_evaluation_lengths():
+    kwargs = dict(schemes=("learned",), train_len=8, seeds=(0,), steps=3, num_tokens=256,
+                  position_sequences=4, workers=1)
+    short = lab.length_extrapolation(eval_lens=(8, 16), **kwargs)
+    longer = lab.length_extrapolation(eval_lens=(8, 16, 32, 64), **kwargs)
+    assert np.array_equal(short["history"]["learned"], longer["history"]["learned"])
+    assert np.array_equal(short["loss"]["learned"], longer["loss"]["learned"][:, :2])
+
+
 def test_strided_schemes_limit_the_sliding_window_and_change_nothing_else():
     kwargs = dict(schemes=("alibi", "learned"), train_len=8, eval_lens=(8, 16), seeds=(0,), steps=3, num_tokens=256,
                   position_sequences=4, stride=4, strided_tokens=64, workers=1)
@@ -33,7 +42,7 @@ def test_strided_schemes_limit_the_sliding_window_and_change_nothing_else():
     some = lab.length_extrapolation(strided_schemes=("alibi",), **kwargs)
     assert set(every["strided"]) == {"alibi", "learned"} and set(some["strided"]) == {"alibi"}
     assert np.array_equal(some["strided"]["alibi"], every["strided"]["alibi"])
-    for key in ("loss", "history", "excess_by_position"):  # same models: learned keeps its 6L = 48 rows
+    for key in ("loss", "history", "excess_by_position"):  # same models: learned keeps its 8L = 64 rows
         for scheme in kwargs["schemes"]:
             assert np.array_equal(some[key][scheme], every[key][scheme]), (key, scheme)
     with pytest.raises(ValueError, match="strided_schemes scheme must be one of"):
