@@ -5,8 +5,6 @@ Every experiment is a set of independent runs, one per (setting, seed). They run
 the numbers are bit-identical for any ``workers`` and any core count; only the wall-clock
 time changes. Defaults are the chapters' settings; every function takes the knobs a learner
 may want to turn. Losses are in nats per predicted token.
-
-``LONGER_RUN`` holds the settings of the optional longer run described in the lab chapters.
 """
 
 from __future__ import annotations
@@ -43,8 +41,6 @@ SEEDS = tuple(int(s) for s in os.environ.get("LAB_SEEDS", "0,1,2,3,4").split(","
 # of 16 features, so that each head has 8 rotary pairs: ROPE_MODEL.
 MODEL = {"dim": 32, "num_heads": 4}
 ROPE_MODEL = {"dim": 32, "num_heads": 2}
-# Not run by the book or its tests: what to pass for a longer, steadier run on your own machine.
-LONGER_RUN = {"seeds": tuple(range(10)), "steps": 1600}
 
 
 def default_source() -> MarkovChain:
