@@ -62,8 +62,9 @@ EVAL_TOKENS = 16_384
 CONVERGED_TOL = 0.01
 MULTIPLES = (1, 2, 4, 8)  # evaluation lengths, as multiples of the training length
 
-# The sources, by name. "-b" is a second instance of the same kind (another random table),
-# on which the chapters check that their claims do not depend on one table.
+#: Each source's name, mapped to its class and that class's keyword arguments. A name ending in
+#: "-b" is a second instance of the same kind (another random table), on which the chapters
+#: check that their claims do not depend on one table.
 SOURCES = {
     "markov": (MarkovChain, {"vocab_size": 8, "order": 2, "seed": 0}),
     "hidden": (HiddenStateChain, {"vocab_size": 8, "seed": 0}),
