@@ -64,20 +64,22 @@ def tensor2tensor_frequencies(
 ) -> np.ndarray:
     """Angular frequencies of tensor2tensor's ``get_timing_signal_1d``, in radians per position.
 
-    ``w_i = exp(-i * log(max_timescale / min_timescale) / (d/2 - 1)) / min_timescale``:
-    a geometric sequence from ``1 / min_timescale`` to exactly ``1 / max_timescale``.
+    This follows tensor2tensor's code, line for line, not its docstring:
+    ``w_i = min_timescale * exp(-i * log(max_timescale / min_timescale) / max(d/2 - 1, 1))``.
+    The code *multiplies* by ``min_timescale`` where the docstring's "timescales from min to
+    max" would divide, so the two agree only at ``min_timescale = 1`` (the default, and what
+    the published models use): then the sequence runs from 1 to exactly ``1 / max_timescale``.
+    With ``min_timescale = 2`` pair 0 turns at 2 radians per position, not 0.5.
 
     Args:
-        dim: number of features ``d`` (even, at least 4, so that there are two timescales).
-        min_timescale: the shortest timescale (the wavelength of pair 0 divided by ``2 pi``).
-        max_timescale: the longest timescale, reached by the last pair.
+        dim: number of features ``d`` (even, at least 2).
+        min_timescale: tensor2tensor's ``min_timescale``: pair 0's frequency, as its code uses it.
+        max_timescale: tensor2tensor's ``max_timescale``.
 
     Returns:
-        float64 array ``(d/2,)``, decreasing.
+        float64 array ``(d/2,)``, decreasing (one entry, ``min_timescale``, for ``d = 2``).
     """
     dim = _checks.even_int("dim", dim)
-    if dim < 4:
-        raise ValueError(f"dim must be at least 4 so that there are two timescales, got {dim}")
     low = _checks.real("min_timescale", min_timescale)
     high = _checks.real("max_timescale", max_timescale)
     if not 0.0 < low < high:
@@ -85,8 +87,9 @@ def tensor2tensor_frequencies(
             f"need 0 < min_timescale < max_timescale, got {low} and {high}; "
             "tensor2tensor uses 1.0 and 10000.0"
         )
-    step = np.log(high / low) / (dim // 2 - 1)
-    return np.exp(-step * np.arange(dim // 2, dtype=np.float64)) / low
+    count = dim // 2
+    step = np.log(high / low) / max(count - 1, 1)
+    return low * np.exp(-step * np.arange(count, dtype=np.float64))
 
 
 def tensor2tensor_timing_signal(
@@ -100,7 +103,7 @@ def tensor2tensor_timing_signal(
 
     Args:
         num_positions: number of rows ``n`` (positions start at 0).
-        dim: number of features ``d`` (at least 4; an odd ``d`` gets a zero last column).
+        dim: number of features ``d`` (at least 2; an odd ``d`` gets a zero last column).
         min_timescale: see :func:`tensor2tensor_frequencies`.
         max_timescale: see :func:`tensor2tensor_frequencies`.
 
@@ -109,8 +112,8 @@ def tensor2tensor_timing_signal(
     """
     num_positions = _checks.positive_int("num_positions", num_positions)
     dim = _checks.positive_int("dim", dim)
-    if dim < 4:
-        raise ValueError(f"dim must be at least 4 so that there are two timescales, got {dim}")
+    if dim < 2:
+        raise ValueError(f"dim must be at least 2 (one sine and one cosine), got {dim}")
     w = tensor2tensor_frequencies(
         dim - dim % 2, min_timescale=min_timescale, max_timescale=max_timescale
     )

@@ -67,27 +67,36 @@ def test_halves_layout_is_a_permutation_of_interleaved():
 
 
 def reference_t2t(n, channels, min_timescale=1.0, max_timescale=1.0e4):
-    """tensor2tensor's recipe, entry by entry: timescales geometric from min to max, sines of
-    every timescale, then cosines, then a zero column if the width is odd."""
-    count = channels // 2
-    table = np.zeros((n, channels))
-    for i in range(count):
-        timescale = min_timescale * (max_timescale / min_timescale) ** (i / (count - 1))
-        for pos in range(n):
-            table[pos, i] = math.sin(pos / timescale)
-            table[pos, count + i] = math.cos(pos / timescale)
-    return table
+    """A port of tensor2tensor's get_timing_signal_1d (layers/common_attention.py), line by
+    line, with NumPy in place of TensorFlow (float64 throughout)."""
+    position = np.arange(n, dtype=np.float64)
+    num_timescales = channels // 2
+    log_timescale_increment = (math.log(float(max_timescale) / float(min_timescale))
+                               / max(float(num_timescales) - 1, 1))
+    inv_timescales = min_timescale * np.exp(
+        np.arange(num_timescales, dtype=np.float64) * -log_timescale_increment)
+    scaled_time = position[:, None] * inv_timescales[None, :]
+    signal = np.concatenate([np.sin(scaled_time), np.cos(scaled_time)], axis=1)
+    return np.pad(signal, [[0, 0], [0, channels % 2]])
 
 
-@pytest.mark.parametrize("n, channels", [(5, 4), (40, 16), (30, 7), (12, 64)])
-def test_tensor2tensor_signal_matches_its_recipe(n, channels):
+@pytest.mark.parametrize("n, channels", [(5, 2), (5, 3), (5, 4), (40, 16), (30, 7), (12, 64)])
+def test_tensor2tensor_signal_matches_its_code(n, channels):
     np.testing.assert_allclose(tensor2tensor_timing_signal(n, channels), reference_t2t(n, channels),
                                rtol=0, atol=1e-12)
 
 
-def test_tensor2tensor_signal_with_other_timescales():
-    np.testing.assert_allclose(tensor2tensor_timing_signal(20, 10, min_timescale=2.0, max_timescale=500.0),
-                               reference_t2t(20, 10, 2.0, 500.0), rtol=0, atol=1e-12)
+@pytest.mark.parametrize("low, high", [(2.0, 500.0), (0.5, 1.0e4), (1.0, 100.0)])
+def test_tensor2tensor_signal_with_other_timescales(low, high):
+    np.testing.assert_allclose(tensor2tensor_timing_signal(20, 10, min_timescale=low, max_timescale=high),
+                               reference_t2t(20, 10, low, high), rtol=0, atol=1e-12)
+
+
+def test_tensor2tensor_multiplies_by_min_timescale_as_its_code_does():
+    # d = 10, min_timescale 2: the code's pair 0 turns at 2 rad/position (a recipe of
+    # "timescales from 2 to 500" would give 1/2), and its last pair at 2 * 2 / 500.
+    w = tensor2tensor_frequencies(10, min_timescale=2.0, max_timescale=500.0)
+    np.testing.assert_allclose(w[[0, -1]], [2.0, 2.0 * 2.0 / 500.0], rtol=1e-12)
 
 
 def test_tensor2tensor_reaches_the_max_timescale_the_paper_stops_short():
@@ -172,13 +181,13 @@ def test_module_table_is_a_non_persistent_buffer():
         (lambda: interleaved_to_halves(5), ValueError, "dim must be even"),
         (lambda: SinusoidalPositionalEncoding(0, 8), ValueError, "max_len"),
         (lambda: SinusoidalPositionalEncoding(8, 9), ValueError, "dim must be even"),
-        (lambda: tensor2tensor_frequencies(2), ValueError, "dim must be at least 4"),
+        (lambda: tensor2tensor_frequencies(0), ValueError, "dim"),
         (lambda: tensor2tensor_frequencies(7), ValueError, "dim must be even"),
         (lambda: tensor2tensor_frequencies(8, min_timescale=5.0, max_timescale=2.0), ValueError,
          "min_timescale < max_timescale"),
         (lambda: tensor2tensor_frequencies(8, max_timescale="1e4"), TypeError, "max_timescale must be a real"),
         (lambda: tensor2tensor_timing_signal(0, 8), ValueError, "num_positions"),
-        (lambda: tensor2tensor_timing_signal(4, 3), ValueError, "dim must be at least 4"),
+        (lambda: tensor2tensor_timing_signal(4, 1), ValueError, "dim must be at least 2"),
         (lambda: tensor2tensor_timing_signal(4, 8.0), TypeError, "dim must be an integer"),
     ],
 )
