@@ -2,6 +2,26 @@
 
 Checkers accept Python numbers, NumPy values and tensors alike, and never raise on a
 wrong type: a function here returns either the parsed value or a ``str`` message.
+
+Tolerances
+----------
+The one rule for how close a float answer must come to a checker's float64 reference:
+
+* A tolerance is sized for the error of the exercise's natural float32 computation (not just
+  one rounding of the right value), with a margin of ten or more, and it is the same whatever
+  the answer's dtype. The dtype cannot tell how the answer was computed: NumPy turns a float32
+  table times a float64 matrix into float64, and ``.double()``, ``.item()``, ``.tolist()``
+  and ``float()`` keep a float32 result's error while dropping its dtype.
+* It stays far below the gap to every wrong answer the checker names, and the branches that
+  name a mistake compare with the same tolerance as the branch that accepts, so that a right
+  answer is never told about a mistake it does not have.
+* :data:`FLOAT32_RTOL` is the relative tolerance for a quantity built by a few float32
+  operations (powers, exp and log: ratios of wavelengths from frequencies
+  ``exp(-2i/d * ln 10000)`` are off by up to about 1e-6). Absolute tolerances on table entries
+  grow with the angles (float32 sines of angles up to 60 are off by a few 1e-6); each chapter
+  sets them beside its checkers, with the reason.
+* Half precision (float16, bfloat16: about 1e-3 relative) is too coarse for these tolerances;
+  such an answer is read and compared like any other, and told how far off it is.
 """
 
 from __future__ import annotations
@@ -13,9 +33,16 @@ from typing import Any
 
 import numpy as np
 
+# Relative tolerance for a quantity a learner computes in float32: see "Tolerances" above.
+FLOAT32_RTOL = 1e-5
+
 
 def _to_numpy(answer: Any) -> np.ndarray:
-    return np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+    if hasattr(answer, "detach"):  # a torch tensor; NumPy has no bfloat16, so widen it first
+        answer = answer.detach().cpu()
+        if str(answer.dtype) == "torch.bfloat16":
+            answer = answer.float()
+    return np.asarray(answer)
 
 
 def as_number(answer: Any) -> float | str:

@@ -51,8 +51,13 @@ def _as_array(answer: Any, shape: tuple[int, ...], what: str) -> tuple[np.ndarra
     """Return ``(array, None)`` for a finite float array of ``shape``, else ``(None, feedback)``."""
     try:
         if hasattr(answer, "detach"):  # a torch tensor
-            answer = answer.detach().cpu().numpy()
-        array = np.asarray(answer, dtype=np.float64)
+            answer = answer.detach().cpu()
+            answer = (answer.float() if str(answer.dtype) == "torch.bfloat16" else answer).numpy()
+        raw = np.asarray(answer)
+        if np.iscomplexobj(raw):
+            return None, wrong(f"Expected {what}, an array of real numbers of shape {shape}; "
+                               "got complex numbers")
+        array = raw.astype(np.float64)
     except Exception as err:  # noqa: BLE001 - a checker never raises
         return None, wrong(f"Expected {what}, an array of shape {shape}; "
                            f"could not read {type(answer).__name__}: {err}")
@@ -137,7 +142,7 @@ def check_denominators(answer: Any) -> Feedback:
     dim = DENOMINATORS_DIM
     expected = _pair_denominators(dim)
     try:
-        size = np.asarray(answer, dtype=np.float64).size
+        size = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer).size
     except Exception:  # noqa: BLE001 - a checker never raises
         size = None
     if size == dim:
