@@ -115,7 +115,7 @@ def check_table_row_rms(answer) -> Feedback:
         return wrong("the answer contains NaN or infinite values.")
     target = math.sqrt(0.5)
     if np.allclose(arr, target, rtol=1e-5, atol=1e-6):
-        return right(f"every row has RMS {target:.4f}: each (sin, cos) pair contributes "
+        return right(f"Every row has RMS {target:.4f}: each (sin, cos) pair contributes "
                      "exactly 1 to the sum of squares.")
     off = np.abs(arr - target) - 1e-5 * target
     if np.count_nonzero(off > 0) <= 3:  # nearly all rows right: name the ones that are not
@@ -123,7 +123,7 @@ def check_table_row_rms(answer) -> Feedback:
         return wrong(f"rows {bad} are off (e.g. row {bad[0]} gives {arr[bad[0]]:.6g}); "
                      "the others are right. Compute every row the same way.")
     if np.allclose(arr, 0.5, rtol=1e-5, atol=1e-6):
-        return wrong("these are mean squares; the root of RMS is missing.")
+        return wrong("These are mean squares: take their square root to get the RMS.")
     if np.allclose(arr, math.sqrt(features / 2), rtol=1e-5, atol=1e-6):
         return wrong("these are Euclidean norms; RMS divides the sum of squares by the number of features first.")
     if np.ptp(arr) > 1e-3 and np.all(arr < target):

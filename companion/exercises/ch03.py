@@ -214,7 +214,7 @@ def check_tensor2tensor_base(answer: Any) -> Feedback:
         return wrong(f"A base is a finite number above 1, got {value}")
     target = _BASE ** (dim / (dim - 2))
     if np.isclose(value, target, rtol=_DENOMINATOR_RTOL, atol=0):
-        return right(f"base = 10000^(d/(d-2)) = {target:.1f} for d = {dim}: the exponent 2i/d "
+        return right(f"The base is 10000^(d/(d-2)) = {target:.1f} for d = {dim}: the exponent 2i/d "
                      "with this base equals tensor2tensor's i/(d/2 - 1) with base 10000.")
     if np.isclose(value, _BASE, rtol=1e-6):
         return wrong("That is the paper's base: compare the last frequency of each table; "

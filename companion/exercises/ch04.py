@@ -41,7 +41,7 @@ def check_longest_wavelength(answer: Any) -> Feedback:
     d = 128
     target = 2 * math.pi * _BASE ** ((d - 2) / d)
     if _close(value, target):
-        return right(f"the last pair (i = {d // 2 - 1}) repeats every {target:,.1f} positions.")
+        return right(f"The last pair (i = {d // 2 - 1}) repeats every {target:,.1f} positions.")
     if _close(value, 2 * math.pi * _BASE):
         return wrong("2*pi*10000 belongs to i = d/2, which is not a pair index; "
                      "which values can i take?")
@@ -85,7 +85,7 @@ def check_wavelength_ratio(answer: Any) -> Feedback:
     d = 512
     target = _BASE ** (2 / d)
     if _close(value, target):
-        return right(f"each pair's wavelength is {target:.6f} times the previous one; the "
+        return right(f"Each pair's wavelength is {target:.6f} times the previous one; the "
                      "ratio does not depend on i.")
     if _close(value, 1 / target):
         return wrong("that is the ratio of frequencies: they shrink from pair to pair, while "
@@ -119,7 +119,7 @@ def check_rule_of_thumb_base(answer: Any) -> Feedback:
     if base <= 1:
         return wrong(f"a base must be greater than 1, got {base}")
     if base == target:
-        return right(f"base {base}: the longest wavelength is {_longest(base, d):,.0f} "
+        return right(f"Base {base}: the longest wavelength is {_longest(base, d):,.0f} "
                      f"positions, at least {goal:,}; base {base - 1} falls short.")
     if _longest(base, d) < goal:
         if abs(base - goal / (2 * math.pi)) < 1:
