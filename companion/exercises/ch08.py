@@ -53,7 +53,7 @@ def ntk_base_feedback(answer: Any, d: int, s: float) -> Feedback:
         return wrong(value)
     target = _BASE * s ** (d / (d - 2))
     if math.isclose(value, target, rel_tol=_BASE_RTOL):
-        return right(f"with base {target:,.1f} the fastest pair keeps its speed and the slowest turns {s} times slower.")
+        return right(f"With base {target:,.1f} the fastest pair keeps its speed and the slowest turns {s} times slower.")
     if math.isclose(value, _BASE * s, rel_tol=_BASE_RTOL):
         return wrong("multiplying the base by s divides the slowest speed by a bit less than s, because the "
                      "slowest pair has exponent (d - 2)/d, not 1. Which power of s makes it exactly s?")
