@@ -27,25 +27,30 @@ CONVENTIONS = [
      "companion": "sinusoidal_table(n, d)",
      "transformers": "xlm: create_sinusoidal_embeddings",
      "note": "the formula as written: sin at 2i, cos at 2i + 1"},
-    {"scheme": "sinusoidal", "where": "Marian; RoFormer", "layout": "halves", "offset": "from 0",
+    {"scheme": "sinusoidal", "where": "Marian", "layout": "halves", "offset": "from 0",
      "companion": 'sinusoidal_table(n, d, layout="halves")',
      "transformers": "MarianSinusoidalPositionalEmbedding",
      "note": "the paper's frequencies, all sines first, then all cosines"},
-    {"scheme": "sinusoidal", "where": "fairseq; tensor2tensor; M2M100", "layout": "halves",
+    {"scheme": "sinusoidal", "where": "fairseq; M2M100", "layout": "halves",
      "offset": "from padding_idx + 1",
      "companion": 'sinusoidal_table(n, d, base=b, layout="halves")',
      "transformers": "M2M100SinusoidalPositionalEmbedding",
      "note": "b = 10000 ** (d / (d - 2)) gives the frequencies 10000^(-i / (d/2 - 1)), the last "
-             "exactly 1/10000; the padding row is zero"},
-    {"scheme": "RoPE", "where": "RoFormer; Meta LLaMA; GPT-J", "layout": "interleaved", "offset": "from 0",
+             "exactly 1/10000; the padding row is zero. tensor2tensor's get_timing_signal_1d is "
+             "the same table numbered from 0, with no padding row"},
+    {"scheme": "RoPE", "where": "RoFormer; Meta LLaMA; GPT-J; HF Llama 4; HF Cohere; HF GLM",
+     "layout": "interleaved", "offset": "from 0",
      "companion": 'apply_rope(x, pos, layout="interleaved")',
      "transformers": "gptj: apply_rotary_pos_emb; RoFormerSelfAttention",
-     "note": "GPT-J rotates only the first rotary_dim features of a head"},
+     "note": "GPT-J rotates only the first rotary_dim features of a head; Cohere's and GLM's "
+             "functions are called rotate_half but pair neighbours (chapter 7 runs them): "
+             "the layout is the model's, whatever the function is called"},
     {"scheme": "RoPE", "where": "GPT-NeoX; HF Llama", "layout": "halves", "offset": "from 0",
      "companion": 'apply_rope(x, pos, layout="halves")',
      "transformers": "LlamaRotaryEmbedding + apply_rotary_pos_emb",
-     "note": "NeoX rotates a fraction rotary_pct of each head, as halves of that part; porting Meta "
-             "LLaMA weights permutes the rows of W_Q per head and of W_K per KV head"},
+     "note": "HF Llama means Llama 1 to 3 as transformers implements them; NeoX rotates a "
+             "fraction rotary_pct of each head, as halves of that part; porting Meta LLaMA "
+             "weights permutes the rows of W_Q per head and of W_K per KV head"},
     {"scheme": "RoPE scaling", "where": "config.json's rope_scaling", "layout": "-", "offset": "-",
      "companion": 'rope_frequencies(d, scaling={"type": ...})',
      "transformers": "ROPE_INIT_FUNCTIONS",
@@ -136,7 +141,10 @@ def sinusoidal_fairseq(num_positions: int, dim: int, *, padding_idx: int | None 
     Returns:
         float64 array ``(num_positions, dim)``.
     """
-    table = tensor2tensor_timing_signal(num_positions, _checks.even_int("dim", dim))
+    dim = _checks.even_int("dim", dim)
+    if dim < 4:  # fairseq's get_embedding divides by d/2 - 1
+        raise ValueError(f"dim must be at least 4 (fairseq divides by d/2 - 1), got {dim}")
+    table = tensor2tensor_timing_signal(num_positions, dim)
     if padding_idx is not None:
         table[padding_idx] = 0.0
     return table

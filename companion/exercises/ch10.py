@@ -66,7 +66,7 @@ def check_ported_query_weight(answer) -> Feedback:
         return wrong("the answer contains NaN or infinity; a permutation only moves entries around")
     original = w.numpy()
     if _same(array, permute_qk_weights(w, _HEADS, to="halves").numpy()):
-        return right("each head's rows now pair feature i with i + d/2, as rotate_half expects.")
+        return right("Each head's rows now pair feature i with i + d/2, as rotate_half expects.")
     if _same(array, original):
         return wrong("this is the weight unchanged; rotate_half pairs different features than the interleaved layout")
     if _same(array, original[interleaved_to_halves(_HEADS * _HEAD_DIM)]):
