@@ -23,6 +23,7 @@ from companion.exercises import (
 )
 from companion.exercises.registry import call_with_args
 from companion.sinusoidal import rotation_matrix
+from test_exercises_ch05 import _halves_blocks  # the chapter 5 tests' own builder
 
 CHAPTERS = [f"ch{n:02d}" for n in range(1, 11)]
 
@@ -80,12 +81,6 @@ def _shift_truth() -> list[bool]:
     return labels
 
 
-def _halves_blocks(a_diag, b_off) -> np.ndarray:
-    out = np.zeros((16, 16))
-    for i, (a, b) in enumerate(zip(a_diag, b_off)):
-        out[i, i] = out[i + 8, i + 8] = a
-        out[i, i + 8], out[i + 8, i] = b, -b
-    return out
 
 
 def _t5_bucket(offset: int) -> int:
