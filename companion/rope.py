@@ -109,8 +109,21 @@ def _yarn_index_ramp(dim: int, base: float, scaling: dict) -> np.ndarray:
     return 1.0 - ramp
 
 
-def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = None) -> np.ndarray:
+def rope_frequencies(
+    dim: int,
+    *,
+    base: float | None = None,
+    scaling: dict | None = None,
+    max_position_embeddings: int | None = None,
+    seq_len: int | None = None,
+) -> np.ndarray:
     """Rotation speeds ``theta_i`` in radians per position, after optional scaling.
+
+    ``base`` defaults to 10000. ``scaling`` is one of the book's short forms below, or a
+    ``transformers`` ``rope_parameters`` dict (it has a ``"rope_type"`` key; its
+    ``rope_theta`` is the base), read by :func:`companion.rope_config.from_rope_parameters`
+    with ``max_position_embeddings`` and ``seq_len``, which only such a dict takes; that
+    function also returns the attention factor.
 
     ``scaling`` (``s`` is ``factor``, ``L`` is ``original_max_len``, and
     ``r_i = L * theta_i / (2 pi)`` counts the turns of pair ``i`` within ``L``):
@@ -147,8 +160,16 @@ def rope_frequencies(dim: int, *, base: float = 10000.0, scaling: dict | None = 
     Returns:
         float64 array ``(d/2,)``.
     """
+    if isinstance(scaling, dict) and "rope_type" in scaling:
+        from companion.rope_config import from_rope_parameters
+
+        return from_rope_parameters(scaling, dim, base=base, seq_len=seq_len,
+                                    max_position_embeddings=max_position_embeddings)[0]
+    if max_position_embeddings is not None or seq_len is not None:
+        raise ValueError("max_position_embeddings and seq_len go with a transformers rope_parameters "
+                         "dict (one with 'rope_type'); the short forms carry their lengths in scaling")
     dim = _checks.even_int("dim", dim)
-    base = _checks.base("base", base)
+    base = _checks.base("base", 10000.0 if base is None else base)
     scaling = _check_scaling(scaling)
     kind = None if scaling is None else scaling["type"]
     if dim == 2 and kind in ("ntk", "dynamic"):
@@ -290,6 +311,16 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
     return torch.cat((r1, r2), dim=-1)
 
 
+def _short_form(scaling: Any) -> Any:
+    if isinstance(scaling, dict) and "rope_type" in scaling:
+        raise ValueError(
+            "a transformers rope_parameters dict (with 'rope_type') may rotate part of the head and "
+            "scale cos and sin; read it with companion.rope_config.from_rope_parameters, or pass "
+            "the book's short form here (e.g. {'type': 'yarn', 'factor': 4.0, 'original_max_len': L})"
+        )
+    return scaling
+
+
 def _check_input(x: Any) -> torch.Tensor:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"x must be a torch.Tensor of shape (..., seq, dim), got {type(x).__name__}")
@@ -325,7 +356,7 @@ def apply_rope(
     x = _check_input(x)
     layout = _checks.choice("layout", layout, LAYOUTS)
     positions = _check_positions(positions, x.shape[-2], batch=x.shape[0] if x.ndim >= 3 else None)
-    theta = torch.from_numpy(rope_frequencies(x.shape[-1], base=base, scaling=scaling))
+    theta = torch.from_numpy(rope_frequencies(x.shape[-1], base=base, scaling=_short_form(scaling)))
     angles = positions.to(torch.float64)[..., None] * theta  # (s, d/2) or (b, s, d/2), float64 on purpose
     cos, sin = _per_row(angles.cos().to(x.dtype), x), _per_row(angles.sin().to(x.dtype), x)
     return _rotate(x, cos.to(x.device), sin.to(x.device), layout)
@@ -364,7 +395,7 @@ class RotaryEmbedding(nn.Module):
             raise ValueError(f"attention_scale must be positive, got {attention_scale}")
         self.layout = _checks.choice("layout", layout, LAYOUTS)
         # A plain array, so that casting the module (e.g. to bfloat16) cannot round the speeds.
-        self._theta64 = rope_frequencies(dim, base=base, scaling=scaling)
+        self._theta64 = rope_frequencies(dim, base=base, scaling=_short_form(scaling))
         self.register_buffer("theta", torch.from_numpy(self._theta64.copy()), persistent=False)
         self._build_cache(_checks.positive_int("max_len", max_len))
 
