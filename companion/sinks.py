@@ -53,7 +53,7 @@ def sink_softmax(scores: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tenso
 def streaming_cache(
     length: int, *, sinks: int = 4, window: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The tokens a StreamingLLM cache holds after ``length`` tokens, and their positions.
+    """The tokens a StreamingLLM cache holds after ``length`` tokens; their positions.
 
     The cache keeps tokens ``0 .. sinks - 1`` and the latest ``window`` tokens; RoPE
     then rotates each kept key by its place in the cache, ``0 .. len(cache) - 1``, so
