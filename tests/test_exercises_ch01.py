@@ -271,3 +271,40 @@ def test_every_checker_accepts_its_reference_answer_in_float32():
     assert check_pooled_groups(np.array([0, 0, 2, 0, 2, 5], dtype=np.float32))
     assert check_distinct_orderings(np.array([1, 12], dtype=np.float32))
     assert check_equivariance_probe(float32_probe)
+
+
+def _summary_probe(summary):
+    def probe(layer, dim, seq=7):
+        param = next(layer.parameters(), None)
+        dtype = torch.float64 if param is None else param.dtype
+        x = torch.randn(2, seq, dim, dtype=dtype)
+        perm = torch.randperm(seq)
+        with torch.no_grad():
+            lhs, rhs = summary(layer(x[:, perm])), summary(layer(x)[:, perm])
+        return bool(torch.allclose(lhs, rhs, rtol=1e-4, atol=1e-5))
+
+    return probe
+
+
+@pytest.mark.parametrize("summary", [
+    lambda out: out.mean(1),
+    lambda out: out.norm(),
+    lambda out: out.flatten().sort().values,
+], ids=["mean", "norm", "sorted"])
+def test_equivariance_probe_rejects_probes_that_compare_a_summary(summary):
+    feedback = check_equivariance_probe(_summary_probe(summary))
+    assert not feedback
+    assert "not a mean, a norm or the sorted values" in feedback.message
+
+
+def test_equivariance_probe_rejects_a_reversal_as_the_permutation():
+    def reversal_probe(layer, dim, seq=7):
+        param = next(layer.parameters(), None)
+        dtype = torch.float64 if param is None else param.dtype
+        x = torch.randn(2, seq, dim, dtype=dtype)
+        rev = torch.arange(seq - 1, -1, -1)
+        with torch.no_grad():
+            lhs, rhs = layer(x[:, rev]), layer(x)[:, rev]
+        return bool(torch.allclose(lhs, rhs, rtol=1e-4, atol=1e-5))
+
+    assert "sequence reversal" in check_equivariance_probe(reversal_probe).message

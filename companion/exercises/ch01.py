@@ -230,6 +230,22 @@ class _LastPositionZero(torch.nn.Module):
         return out
 
 
+class _Reverse(torch.nn.Module):
+    """Reorders its output without reading the order: fools a mean, a norm or a sort."""
+
+    def forward(self, x):
+        return x.flip(1)
+
+
+class _SwapFirstTwo(torch.nn.Module):
+    """Moves two tokens and keeps the rest: fools a summary of the output too."""
+
+    def forward(self, x):
+        order = torch.arange(x.shape[1])
+        order[:2] = torch.tensor([1, 0])
+        return x[:, order]
+
+
 def _probe_cases():
     """``(name, layer, equivariant)``; float32 and float64 layers, fixed weights."""
     dim = 8
@@ -244,6 +260,8 @@ def _probe_cases():
             ("1-D convolution", _Conv(dim), False),
             ("RNN", _Rnn(dim), False),
             ("zeroing the last position", _LastPositionZero(), False),
+            ("sequence reversal", _Reverse(), False),
+            ("swap of the first two tokens", _SwapFirstTwo(), False),
         ]
     cases = []
     for name, layer, truth in layers:
@@ -264,7 +282,7 @@ def check_equivariance_probe(fn) -> Feedback:
 
     ``layer`` maps ``(batch, seq, dim)`` to ``(batch, seq, dim)`` and may hold float32 or
     float64 weights (``next(layer.parameters(), None)`` tells, or try both); the checker
-    tries sixteen layers, some of which look equivariant on a careless test.
+    tries twenty layers, some of which look equivariant on a careless test.
     """
     if not callable(fn):
         return wrong(f"Expected a function fn(layer, dim) -> bool, got {type(fn).__name__}")
@@ -287,7 +305,8 @@ def check_equivariance_probe(fn) -> Feedback:
                              "about 1e-7 relative), and compare layer(x[:, perm]) with "
                              "layer(x)[:, perm].")
             return wrong(f"The {name} is not equivariant, but your probe says it is: does your "
-                         "test compare every output position (not a mean or a norm), with a "
-                         "permutation that moves every token?")
+                         "test compare every output position (not a mean, a norm or the sorted "
+                         "values), with a permutation that moves every token and is not a "
+                         "reversal (a reversal commutes with reversing layers)?")
     return right("Your probe separates the layers that only reorder their output from those "
                  "that read the order.")
