@@ -357,7 +357,8 @@ def apply_rope(
     layout = _checks.choice("layout", layout, LAYOUTS)
     positions = _check_positions(positions, x.shape[-2], batch=x.shape[0] if x.ndim >= 3 else None)
     theta = torch.from_numpy(rope_frequencies(x.shape[-1], base=base, scaling=_short_form(scaling)))
-    angles = positions.to(torch.float64)[..., None] * theta  # (s, d/2) or (b, s, d/2), float64 on purpose
+    # (s, d/2) or (b, s, d/2): float64 on purpose, on the CPU (MPS has no float64)
+    angles = positions.cpu().to(torch.float64)[..., None] * theta
     cos, sin = _per_row(angles.cos().to(x.dtype), x), _per_row(angles.sin().to(x.dtype), x)
     return _rotate(x, cos.to(x.device), sin.to(x.device), layout)
 

@@ -212,3 +212,16 @@ def test_every_checker_is_exported():
     from companion.exercises import ch03
     assert set(ch03.__all__) == {"check_pe_row", "check_denominators", "check_halves_to_interleaved",
                                  "check_tensor2tensor_base"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("check, answer", [
+    (check_pe_row, lambda: torch.tensor(pe_row_5_16())),
+    (check_denominators, lambda: torch.tensor([10000 ** (2 * i / 16) for i in range(8)])),
+    (check_halves_to_interleaved, lambda: torch.from_numpy(interleaved_10_12())),
+], ids=["pe_row", "denominators", "halves"])
+def test_a_half_precision_answer_is_told_about_precision(check, answer, dtype):
+    feedback = check(answer().to(dtype))
+    assert not feedback
+    assert "float32 or float64" in feedback.message
+    assert str(dtype).replace("torch.", "") in feedback.message

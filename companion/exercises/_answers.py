@@ -84,6 +84,20 @@ def as_array(answer: Any, shape: tuple[int, ...]) -> np.ndarray | str:
     return array
 
 
+def half_precision(answer: Any) -> str | None:
+    """``"float16"`` or ``"bfloat16"`` if ``answer`` is held in half precision, else None."""
+    name = str(getattr(answer, "dtype", "")).replace("torch.", "")
+    return name if name in ("float16", "bfloat16") else None
+
+
+def half_precision_message(dtype: str, tolerance: float) -> str:
+    """Why a half-precision answer missed: its rounding exceeds the checker's tolerance."""
+    step = {"float16": "1e-3", "bfloat16": "4e-3"}[dtype]
+    return (f"Your answer is in {dtype}, which rounds each value by up to about {step} "
+            f"relative, more than the tolerance {tolerance:g}: compute it in float32 or "
+            "float64 (a model may store it in half precision later)")
+
+
 def fold(message: str, width: int = 88) -> str:
     """``message`` broken into lines of at most ``width`` characters, counting the 9-character
     prefix (``"Correct. "`` or ``"Not yet. "``) that :class:`Feedback` puts before it, so that

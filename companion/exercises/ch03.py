@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import as_number
+from companion.exercises._answers import as_number, half_precision, half_precision_message
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
 
@@ -128,6 +128,8 @@ def check_pe_row(answer: Any) -> Feedback:
                          "positions count from 0")
     if _close(array, _row(pos, dim, denominators=1.0 / _pair_denominators(dim))):
         return wrong("Divide pos by the denominator 10000^(2i/d); do not multiply by it")
+    if half_precision(answer):
+        return wrong(half_precision_message(half_precision(answer), _ENTRY_ATOL))
     off = np.abs(array - expected)
     bad = np.flatnonzero(off > _ENTRY_ATOL)
     worst = int(bad[np.argmax(off[bad])])
@@ -163,6 +165,8 @@ def check_denominators(answer: Any) -> Feedback:
     if _close_relative(array, _BASE ** (np.linspace(0.0, 1.0, dim // 2))):
         return wrong("The exponents should be 2i/d for i = 0 .. d/2 - 1, evenly spaced but stopping "
                      "short of 1, so the last denominator is below 10000")
+    if half_precision(answer):
+        return wrong(half_precision_message(half_precision(answer), _DENOMINATOR_RTOL))
     relative = np.abs(array - expected) / expected
     bad = int(np.argmax(relative))
     return wrong(f"Entry i = {bad} is {array[bad]:.6g}, off by {relative[bad]:.2g} relative "
@@ -196,6 +200,8 @@ def check_halves_to_interleaved(answer: Any) -> Feedback:
         wrong_columns = [c for c in range(dim) if not _close(array[:, c], expected[:, c])]
         return wrong(f"Each row holds the right numbers but columns {wrong_columns} are in the "
                      "wrong place; the sine of pair i goes to feature 2i and its cosine to 2i + 1")
+    if half_precision(answer):
+        return wrong(half_precision_message(half_precision(answer), _ENTRY_ATOL))
     off = np.abs(array - expected)
     row, col = np.unravel_index(int(np.argmax(off)), off.shape)
     return wrong(f"The numbers differ from the given table's (worst: row {row}, "
