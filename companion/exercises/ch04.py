@@ -94,7 +94,10 @@ def check_wavelength_ratio(answer: Any) -> Feedback:
         return wrong("pair i has exponent 2i/d, not i/d: moving to the next pair adds 2/d.")
     if _close(value, 2 * math.pi * target):
         return wrong("the 2*pi is the same in every wavelength, so it cancels in a ratio.")
-    return wrong("write the wavelengths of pairs i and i + 1 and divide; what is left?")
+    if abs(value - target) < 1e-3:
+        return wrong(f"Close: {value} is the ratio rounded; give it to at least six significant "
+                     "digits (it is compared to a relative 1e-5).")
+    return wrong("Write the wavelengths of pairs i and i + 1 and divide; what is left?")
 
 
 def _longest(base: float, d: int) -> float:
