@@ -61,7 +61,8 @@ def alibi_bias(num_heads: int, q_len: int, k_len: int | None = None, *, causal: 
 
 
 def alibi_key_bias(num_heads: int, k_len: int) -> torch.Tensor:
-    """The cheaper form ``m_h * j`` some libraries use: one row, shared by every query.
+    """The cheaper form ``m_h * j`` most implementations use (the reference code, BLOOM,
+    FlashAttention's causal path): one row, shared by every query.
 
     Under a causal mask it gives the same softmax as :func:`alibi_bias`, because row ``i``
     differs from ``-m (i - j)`` by the constant ``m i``, and softmax ignores a constant
