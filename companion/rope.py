@@ -6,8 +6,12 @@ key by the angle ``m * theta_i``; the score ``q_m . k_n`` then depends on ``n - 
 
 Two layouts pair the features differently:
 
-* ``"interleaved"``: pairs ``(2i, 2i + 1)`` (RoFormer, GPT-J, torchtune).
-* ``"halves"``: pairs ``(i, i + d/2)`` (GPT-NeoX, and LLaMA as implemented in Hugging Face).
+* ``"interleaved"``: pairs ``(2i, 2i + 1)`` (RoFormer, GPT-J, Meta's LLaMA code; in
+  ``transformers``, GLM-4, Cohere and Llama 4).
+* ``"halves"``: pairs ``(i, i + d/2)`` (GPT-NeoX; in ``transformers``, Llama, Qwen and
+  GLM-4.5).
+
+The layout belongs to a checkpoint and the code that reads it, not to a library.
 
 They are the same rotation after the feature permutation :func:`layout_permutation`;
 weights trained with one layout are wrong under the other.
