@@ -155,11 +155,11 @@ def rope_frequencies(
         beta_slow), 0, 1)``, as the paper's equation writes it.
 
       The attention temperature YaRN adds is separate: :func:`yarn_attention_scale`.
-    * ``{"type": "llama3", "factor": s, "original_max_len": L, "low_freq_factor": a,
-      "high_freq_factor": b}`` (Llama 3.1; defaults ``a = 1``, ``b = 4``): pairs with
-      more than ``b`` turns within ``L`` are kept, pairs with fewer than ``a`` are divided
-      by ``s``, and ``g_i = (r_i - a) / (b - a)`` in between: the ramp over turns, with
-      other thresholds and no temperature.
+    * ``{"type": "llama3", "factor": s, "original_max_len": L, "low_freq_factor": f_lo,
+      "high_freq_factor": f_hi}`` (Llama 3.1; defaults ``f_lo = 1``, ``f_hi = 4``): pairs
+      with more than ``f_hi`` turns within ``L`` are kept, pairs with fewer than ``f_lo``
+      are divided by ``s``, and ``g_i = (r_i - f_lo) / (f_hi - f_lo)`` in between: the
+      ramp over turns, with other thresholds and no temperature.
 
     Returns:
         float64 array ``(d/2,)``.

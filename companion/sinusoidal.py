@@ -218,6 +218,14 @@ class SinusoidalPositionalEncoding(nn.Module):
         # Kept in float64; forward casts it to the input's dtype.
         return torch.from_numpy(sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout))
 
+    def reset_parameters(self) -> None:
+        """Recompute the table in place, on its current device.
+
+        A non-persistent buffer is not in a checkpoint, so a module built on the ``meta``
+        device and moved with ``to_empty()`` holds uninitialised memory until this runs.
+        """
+        self.table = self._build_table().to(self.table.device)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         seq = _checks.sequence_fits("x", x, max_len=self.max_len, dim=self.dim)
         return x + self.table[:seq].to(x.dtype)  # (b, s, d) + (s, d)

@@ -81,3 +81,14 @@ def test_too_long_sequence_is_refused_through_the_embedding():
     emb = TokenEmbedding(5, 4, SinusoidalPositionalEncoding(3, 4))
     with pytest.raises(ValueError, match="max_len=3"):
         emb(torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_sinusoidal_module_rebuilds_its_table_after_to_empty():
+    from companion.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
+
+    with torch.device("meta"):
+        module = SinusoidalPositionalEncoding(16, 8)
+    module = module.to_empty(device="cpu")
+    module.reset_parameters()
+    expected = torch.from_numpy(sinusoidal_table(16, 8))
+    torch.testing.assert_close(module.table, expected, rtol=0, atol=0)
