@@ -51,7 +51,7 @@ def test_widened_accepts(answer):
 @pytest.mark.parametrize(
     "answer, words",
     [(ADDED, "adding model"), (2 * ADDED, "square"), (SPLIT, "splits"), (WIDENED - 32 * 32, "learned position table"),
-     (float(WIDENED), "integer"), (WIDENED + 1, "not yet")],
+     (float(WIDENED), "integer"), (WIDENED + 1, "build the twin")],
 )
 def test_widened_rejects_with_hint(answer, words):
     feedback = check_widened_concat_parameters(answer)
@@ -67,7 +67,7 @@ def test_verdicts_accept(answer):
 
 @pytest.mark.parametrize(
     "answer, words",
-    [(VERDICTS[::-1], "swapped"), (["real", "real"], "clears zero"), (["within the spread"] * 2, "not yet"),
+    [(VERDICTS[::-1], "swapped"), (["real", "real"], "clears zero"), (["within the spread"] * 2, "seed by seed"),
      ("real", "list of two"), (["real", "within"], "one of")],
 )
 def test_verdicts_reject_with_hint(answer, words):

@@ -235,3 +235,15 @@ def test_gradescope_run_autograder_end_to_end(tmp_path):
     assert by_name["09_alibi: ch09-half-lives"]["score"] == 1
     assert by_name["09_alibi: ch09-slopes-12"]["score"] == 0
     assert by_name["09_alibi: ch09-bias-entry"]["score"] == 0 and data["score"] == 1
+
+
+def test_feedback_reads_as_a_sentence_and_folds_in_a_notebook():
+    from IPython.lib.pretty import pretty
+
+    from companion.exercises._feedback import wrong
+
+    feedback = wrong("the wavelength of pair i is 2*pi / w_i; " + "which pair is slowest? " * 6)
+    assert repr(feedback).startswith("Not yet. The wavelength")
+    assert "\n" not in repr(feedback)  # the grader's CSV keeps one line
+    assert max(len(line) for line in pretty(feedback).split("\n")) <= 88
+    assert repr(wrong("interleaved_to_halves is the inverse")).startswith("Not yet. interleaved_")

@@ -21,7 +21,22 @@ class Feedback:
         return self.ok
 
     def __repr__(self) -> str:
-        return ("Correct. " if self.ok else "Not yet. ") + self.message
+        return ("Correct. " if self.ok else "Not yet. ") + _sentence(self.message)
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        """How a notebook shows it: folded to lines of at most 88 characters."""
+        from companion.exercises._answers import fold
+
+        prefix = "Correct. " if self.ok else "Not yet. "
+        printer.text(prefix + fold(_sentence(self.message)))
+
+
+def _sentence(message: str) -> str:
+    """``message`` with a capital first letter, unless it starts with a name like ``w_i``."""
+    first = message.split(" ", 1)[0]
+    if first.isalpha() and first.islower():
+        return message[0].upper() + message[1:]
+    return message
 
 
 def right(message: str) -> Feedback:

@@ -131,7 +131,7 @@ def check_table_row_rms(answer) -> Feedback:
             "the values change from row to row and stay below the RMS: a standard deviation "
             "subtracts each row's mean first, which RMS does not."
         )
-    return wrong("not yet: the RMS of a row is the square root of the mean of its squared entries.")
+    return wrong("the RMS of a row is the square root of the mean of its squared entries.")
 
 
 def check_smallest_max_len(answer) -> Feedback:

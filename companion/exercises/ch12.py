@@ -57,7 +57,7 @@ def check_widened_concat_parameters(answer) -> Feedback:
         return wrong("close: check the width of the token table and of the position table separately.")
     if value == target - rows * p:
         return wrong("close: a learned position table has parameters too.")
-    return wrong("not yet: build the twin with ModelConfig (combine='concat') at its full width, "
+    return wrong("build the twin with ModelConfig (combine='concat') at its full width, "
                  "or count embeddings, layers, final norm and head by hand.")
 
 
@@ -87,7 +87,7 @@ def check_seed_spread_verdicts(answer) -> Feedback:
     if all(g == "real" for g in given):
         return wrong("every pair of means differs a little; the rule asks whether each seed's difference "
                      "clears zero with a margin of twice the differences' spread.")
-    return wrong("not yet: take the difference X - Y seed by seed, then check that all of them lie on one "
+    return wrong("take the difference X - Y seed by seed, then check that all of them lie on one "
                  "side of zero, at least twice their spread (half their range) away from it.")
 
 
