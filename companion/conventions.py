@@ -23,10 +23,11 @@ from companion.sinusoidal import LAYOUTS
 
 # One row per library family. "note" is kept out of the rendered table (it is long).
 CONVENTIONS = [
-    {"scheme": "sinusoidal", "where": "paper; XLM", "layout": "interleaved", "offset": "from 0",
+    {"scheme": "sinusoidal", "where": "paper; XLM (opt-in)", "layout": "interleaved", "offset": "from 0",
      "companion": "sinusoidal_table(n, d)",
      "transformers": "xlm: create_sinusoidal_embeddings",
-     "note": "the formula as written: sin at 2i, cos at 2i + 1"},
+     "note": "the formula as written: sin at 2i, cos at 2i + 1; XLM, FlauBERT and DistilBERT "
+             "build it only with their sinusoidal flag set (off by default)"},
     {"scheme": "sinusoidal", "where": "Marian", "layout": "halves", "offset": "from 0",
      "companion": 'sinusoidal_table(n, d, layout="halves")',
      "transformers": "MarianSinusoidalPositionalEmbedding",
@@ -37,15 +38,16 @@ CONVENTIONS = [
      "transformers": "M2M100SinusoidalPositionalEmbedding",
      "note": "b = 10000 ** (d / (d - 2)) gives the frequencies 10000^(-i / (d/2 - 1)), the last "
              "exactly 1/10000; the padding row is zero. tensor2tensor's get_timing_signal_1d is "
-             "the same table numbered from 0, with no padding row"},
-    {"scheme": "RoPE", "where": "RoFormer; Meta LLaMA; GPT-J; HF Llama 4; HF Cohere; HF GLM",
+             "the same table numbered from 0, with no padding row. RoBERTa's and BART's learned "
+             "tables keep the same offset of 2"},
+    {"scheme": "RoPE", "where": "RoFormer; Meta LLaMA; GPT-J; HF Llama 4; HF Cohere; HF GLM-4 (glm, glm4)",
      "layout": "interleaved", "offset": "from 0",
      "companion": 'apply_rope(x, pos, layout="interleaved")',
      "transformers": "gptj: apply_rotary_pos_emb; RoFormerSelfAttention",
      "note": "GPT-J rotates only the first rotary_dim features of a head; Cohere's and GLM's "
              "functions are called rotate_half but pair neighbours (chapter 7 runs them): "
              "the layout is the model's, whatever the function is called"},
-    {"scheme": "RoPE", "where": "GPT-NeoX; HF Llama", "layout": "halves", "offset": "from 0",
+    {"scheme": "RoPE", "where": "GPT-NeoX; HF Llama; HF GLM-4.5 (glm4_moe)", "layout": "halves", "offset": "from 0",
      "companion": 'apply_rope(x, pos, layout="halves")',
      "transformers": "LlamaRotaryEmbedding + apply_rotary_pos_emb",
      "note": "HF Llama means Llama 1 to 3 as transformers implements them; NeoX rotates a "
@@ -55,7 +57,9 @@ CONVENTIONS = [
      "companion": 'rope_frequencies(d, scaling={"type": ...})',
      "transformers": "ROPE_INIT_FUNCTIONS",
      "note": 'yarn ramps over the pair index (the paper\'s ramp over turns: "ramp": "rotations"); '
-             "llama3 ramps over turns; dynamic grows with the sequence"},
+             "llama3 ramps over turns; dynamic grows with the sequence and reads "
+             "max_position_embeddings; a rope_parameters dict with rope_type (every type, "
+             "longrope and proportional too) goes to rope_config.from_rope_parameters"},
     {"scheme": "T5 bias", "where": "T5 (Mesh TF, HF)", "layout": "-", "offset": "key - query",
      "companion": "t5_bucket(key - query)",
      "transformers": "T5Attention._relative_position_bucket",

@@ -34,6 +34,8 @@ from torch import nn
 from companion import _checks
 from companion.sinusoidal import LAYOUTS, interleaved_to_halves
 
+#: The book's short scaling forms (``scaling={"type": ...}``); a ``transformers`` dict with
+#: ``"rope_type"`` is read by :func:`companion.rope_config.from_rope_parameters` instead.
 SCALING_TYPES = ("linear", "ntk", "dynamic", "yarn", "llama3")
 YARN_RAMPS = ("index", "rotations")
 
