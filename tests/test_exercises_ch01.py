@@ -294,17 +294,34 @@ def _summary_probe(summary):
 def test_equivariance_probe_rejects_probes_that_compare_a_summary(summary):
     feedback = check_equivariance_probe(_summary_probe(summary))
     assert not feedback
-    assert "not a mean, a norm or the sorted values" in feedback.message
+    assert "not a mean, a norm or the sorted" in feedback.message
 
 
-def test_equivariance_probe_rejects_a_reversal_as_the_permutation():
-    def reversal_probe(layer, dim, seq=7):
+def _fixed_permutation_probe(order):
+    def probe(layer, dim, seq=7):
         param = next(layer.parameters(), None)
         dtype = torch.float64 if param is None else param.dtype
         x = torch.randn(2, seq, dim, dtype=dtype)
-        rev = torch.arange(seq - 1, -1, -1)
+        perm = torch.tensor(order)
         with torch.no_grad():
-            lhs, rhs = layer(x[:, rev]), layer(x)[:, rev]
+            lhs, rhs = layer(x[:, perm]), layer(x)[:, perm]
         return bool(torch.allclose(lhs, rhs, rtol=1e-4, atol=1e-5))
 
-    assert "sequence reversal" in check_equivariance_probe(reversal_probe).message
+    return probe
+
+
+@pytest.mark.parametrize("order, fooled_by", [
+    ([6, 5, 4, 3, 2, 1, 0], "sequence reversal"),
+    ([1, 2, 3, 4, 5, 6, 0], "cyclic shift"),
+    ([1, 0, 3, 4, 5, 6, 2], "swap of the first two tokens"),
+])
+def test_equivariance_probe_rejects_any_one_fixed_permutation(order, fooled_by):
+    feedback = check_equivariance_probe(_fixed_permutation_probe(order))
+    assert not feedback and fooled_by in feedback.message
+    assert "generate them all" in feedback.message
+
+
+def test_equivariance_probe_accepts_the_two_generators():
+    swap, shift = _fixed_permutation_probe([1, 0, 2, 3, 4, 5, 6]), _fixed_permutation_probe(
+        [1, 2, 3, 4, 5, 6, 0])
+    assert check_equivariance_probe(lambda layer, dim: swap(layer, dim) and shift(layer, dim))

@@ -92,7 +92,7 @@ def half_precision(answer: Any) -> str | None:
 
 def half_precision_message(dtype: str, tolerance: float) -> str:
     """Why a half-precision answer missed: its rounding exceeds the checker's tolerance."""
-    step = {"float16": "1e-3", "bfloat16": "4e-3"}[dtype]
+    step = {"float16": "5e-4", "bfloat16": "4e-3"}[dtype]
     return (f"Your answer is in {dtype}, which rounds each value by up to about {step} "
             f"relative, more than the tolerance {tolerance:g}: compute it in float32 or "
             "float64 (a model may store it in half precision later)")

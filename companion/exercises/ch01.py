@@ -246,6 +246,13 @@ class _SwapFirstTwo(torch.nn.Module):
         return x[:, order]
 
 
+class _Roll(torch.nn.Module):
+    """Shifts the sequence by one place: fools a probe that permutes only by a shift."""
+
+    def forward(self, x):
+        return x.roll(1, dims=1)
+
+
 def _probe_cases():
     """``(name, layer, equivariant)``; float32 and float64 layers, fixed weights."""
     dim = 8
@@ -262,6 +269,7 @@ def _probe_cases():
             ("zeroing the last position", _LastPositionZero(), False),
             ("sequence reversal", _Reverse(), False),
             ("swap of the first two tokens", _SwapFirstTwo(), False),
+            ("cyclic shift", _Roll(), False),
         ]
     cases = []
     for name, layer, truth in layers:
@@ -282,7 +290,7 @@ def check_equivariance_probe(fn) -> Feedback:
 
     ``layer`` maps ``(batch, seq, dim)`` to ``(batch, seq, dim)`` and may hold float32 or
     float64 weights (``next(layer.parameters(), None)`` tells, or try both); the checker
-    tries twenty layers, some of which look equivariant on a careless test.
+    tries twenty-two layers, some of which look equivariant on a careless test.
     """
     if not callable(fn):
         return wrong(f"Expected a function fn(layer, dim) -> bool, got {type(fn).__name__}")
@@ -306,7 +314,8 @@ def check_equivariance_probe(fn) -> Feedback:
                              "layer(x)[:, perm].")
             return wrong(f"The {name} is not equivariant, but your probe says it is: does your "
                          "test compare every output position (not a mean, a norm or the sorted "
-                         "values), with a permutation that moves every token and is not a "
-                         "reversal (a reversal commutes with reversing layers)?")
+                         "values)? A layer that reorders tokens can commute with any one fixed "
+                         "permutation: test two that generate them all (a swap of two tokens "
+                         "and a cyclic shift of all of them), or a fresh random permutation.")
     return right("Your probe separates the layers that only reorder their output from those "
                  "that read the order.")

@@ -259,6 +259,9 @@ def _probe_kinds():
         ("1-D convolution", ch01._Conv, False),
         ("RNN", ch01._Rnn, False),
         ("zeroing the last position", lambda d: ch01._LastPositionZero(), False),
+        ("sequence reversal", lambda d: ch01._Reverse(), False),
+        ("swap of the first two tokens", lambda d: ch01._SwapFirstTwo(), False),
+        ("cyclic shift", lambda d: ch01._Roll(), False),
     ]
 
 
