@@ -225,3 +225,10 @@ def test_a_half_precision_answer_is_told_about_precision(check, answer, dtype):
     assert not feedback
     assert "float32 or float64" in feedback.message
     assert str(dtype).replace("torch.", "") in feedback.message
+
+
+@pytest.mark.parametrize("decimals", [0, 1])
+def test_denominators_rounded_are_told_so(decimals):
+    rounded = np.round([10000 ** (2 * i / 16) for i in range(8)], decimals)
+    feedback = check_denominators(rounded)
+    assert not feedback and "rounded" in feedback.message

@@ -169,6 +169,11 @@ def check_denominators(answer: Any) -> Feedback:
         return wrong(half_precision_message(half_precision(answer), _DENOMINATOR_RTOL))
     relative = np.abs(array - expected) / expected
     bad = int(np.argmax(relative))
+    rounded = np.allclose(array, np.round(array, 1), rtol=0, atol=1e-9)
+    if rounded and np.abs(array - expected).max() <= 0.5 + 1e-9:
+        return wrong("Close: the denominators look rounded (to one decimal or fewer); give them "
+                     f"to at least six significant digits (compared to a relative "
+                     f"{_DENOMINATOR_RTOL:g})")
     return wrong(f"Entry i = {bad} is {array[bad]:.6g}, off by {relative[bad]:.2g} relative "
                  f"(tolerance {_DENOMINATOR_RTOL:g}); it should be 10000 to the power 2i/d "
                  f"for d = {dim}")
