@@ -10,6 +10,24 @@ from torch import nn
 from companion import _checks
 
 
+class _Embedding(nn.Embedding):
+    """``nn.Embedding`` whose ``reset_parameters`` draws from ``N(0, init_std**2)``, so that a
+    model built on the ``meta`` device and materialised (``to_empty`` and then each module's
+    ``reset_parameters``, as FSDP does) gets the companion's initialisation, not ``N(0, 1)``."""
+
+    def __init__(self, num: int, dim: int, *, init_std: float):
+        self.init_std = None  # nn.Embedding's own draw first, as before: same random stream
+        super().__init__(num, dim)
+        self.init_std = init_std
+        nn.init.normal_(self.weight, mean=0.0, std=init_std)
+
+    def reset_parameters(self) -> None:
+        if self.init_std is None:
+            super().reset_parameters()
+        else:
+            nn.init.normal_(self.weight, mean=0.0, std=self.init_std)
+
+
 class TokenEmbedding(nn.Module):
     """Token embedding, optionally scaled by ``sqrt(dim)``, plus positions, then dropout.
 
@@ -48,8 +66,7 @@ class TokenEmbedding(nn.Module):
         std = self.dim ** -0.5 if init_std is None else _checks.real("init_std", init_std)
         if std < 0:
             raise ValueError(f"init_std must be non-negative, got {std}")
-        self.token = nn.Embedding(self.vocab_size, self.dim)
-        nn.init.normal_(self.token.weight, mean=0.0, std=std)
+        self.token = _Embedding(self.vocab_size, self.dim, init_std=std)
         self.position = position
         self.scale = scale
         self.dropout = nn.Dropout(_checks.probability("dropout", dropout))

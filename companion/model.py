@@ -197,9 +197,12 @@ class TinyDecoder(nn.Module):
         """Refuse positions ``>= max_len``: the table has no row for them."""
         rows = self.position.table.shape[0]
         if end > rows:
+            why = ("a learned table has no rows it never trained"
+                   if self.config.position == "learned"
+                   else "the sinusoidal table was built with max_len rows")
             raise ValueError(
                 f"positions up to {end - 1} need a table of {end} rows, but max_len={rows}; "
-                "build the model with a larger max_len (a learned table has no rows it never trained)"
+                f"build the model with a larger max_len ({why})"
             )
 
     def _add_positions(self, x: torch.Tensor, start: int) -> torch.Tensor:

@@ -215,8 +215,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", self._build_table(), persistent=False)
 
     def _build_table(self) -> torch.Tensor:
-        # Kept in float64; forward casts it to the input's dtype.
-        return torch.from_numpy(sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout))
+        # Kept in float64; forward casts it to the input's dtype. as_tensor follows the default
+        # device, so a module built under torch.device("meta") holds a meta table.
+        table = sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout)
+        return torch.as_tensor(table, device=torch.get_default_device())
 
     def reset_parameters(self) -> None:
         """Recompute the table in place, on its current device.
@@ -224,7 +226,8 @@ class SinusoidalPositionalEncoding(nn.Module):
         A non-persistent buffer is not in a checkpoint, so a module built on the ``meta``
         device and moved with ``to_empty()`` holds uninitialised memory until this runs.
         """
-        self.table = self._build_table().to(self.table.device)
+        with torch.device(self.table.device):
+            self.table = self._build_table()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         seq = _checks.sequence_fits("x", x, max_len=self.max_len, dim=self.dim)

@@ -92,3 +92,20 @@ def test_sinusoidal_module_rebuilds_its_table_after_to_empty():
     module.reset_parameters()
     expected = torch.from_numpy(sinusoidal_table(16, 8))
     torch.testing.assert_close(module.table, expected, rtol=0, atol=0)
+
+
+def test_a_meta_built_input_layer_materialises_like_fsdp_with_the_companion_init():
+    from companion.embedding import TokenEmbedding
+    from companion.sinusoidal import SinusoidalPositionalEncoding, sinusoidal_table
+
+    with torch.device("meta"):
+        layer = TokenEmbedding(1000, 64, SinusoidalPositionalEncoding(32, 64))
+    assert layer.token.weight.is_meta and layer.position.table.is_meta
+    layer = layer.to_empty(device="cpu")
+    torch.manual_seed(0)
+    for module in layer.modules():  # what FSDP does for modules holding meta tensors
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+    assert abs(layer.token.weight.std().item() - 64**-0.5) < 0.01
+    expected = torch.from_numpy(sinusoidal_table(32, 64))
+    torch.testing.assert_close(layer.position.table, expected, rtol=0, atol=0)
