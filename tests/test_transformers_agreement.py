@@ -163,7 +163,8 @@ def test_gqa_key_weights_are_permuted_per_kv_head():
         return (rq @ repeat_kv(rk, 2).transpose(-2, -1)).double()
 
     torch.testing.assert_close(hf_scores(permute_qk_weights(w_k, kv_heads, to="halves")), meta, rtol=1e-4, atol=1e-4)
-    # 16 rows split as 4 "heads" of 4 features: pairs cross the real heads' boundaries.
+    # 16 rows cut into 4 blocks of 4 instead of 2 heads of 8: the blocks have the wrong size,
+    # so the permutation pairs the wrong features.
     wrong = permute_qk_weights(w_k, heads, to="halves")
     assert (hf_scores(wrong) - meta).abs().max() > 1.0
 
