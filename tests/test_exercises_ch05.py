@@ -59,6 +59,7 @@ def test_pair_block_answer_really_moves_the_pair():
         (_block(10 / 10000.0 ** (3 / 64)), "wrong angle"),  # exponent i/d instead of 2i/d
         (_block(math.radians(ANGLE)), "wrong angle"),
         (np.ones((2, 2)), "orthogonal"),
+        (np.array([[1.0, 0.0], [0.0, -1.0]]), "reflection"),
     ],
 )
 def test_pair_block_rejects_typical_mistakes(answer, hint):

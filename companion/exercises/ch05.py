@@ -58,16 +58,21 @@ def check_pair_block(answer) -> Feedback:
             "This is the textbook counter-clockwise rotation, which acts on (cos, sin); the pair is "
             "stored as (sin, cos). Expand sin(a + b) and cos(a + b) and read off the coefficients."
         )
-    if (np.isclose(abs(np.linalg.det(block)), 1.0, rtol=0, atol=atol)
-            and np.allclose(block @ block.T, np.eye(2), rtol=0, atol=atol)):
+    orthogonal = np.allclose(block @ block.T, np.eye(2), rtol=0, atol=atol)
+    if orthogonal and np.isclose(np.linalg.det(block), 1.0, rtol=0, atol=atol):
         return wrong(
-            "This is a rotation (or reflection), but by the wrong angle: the angle is the offset times "
-            "the pair's frequency w_i = 10000 ** (-2i / d), with i the pair index, in radians."
+            "This is a rotation, but by the wrong angle: the angle is the offset times the "
+            "pair's frequency omega_i = 10000 ** (-2i / d), with i the pair index, in radians."
+        )
+    if orthogonal:
+        return wrong(
+            "This is a reflection (determinant -1), not a rotation: moving along the table "
+            "turns each pair, so B must have determinant 1."
         )
     return wrong(
         "The block should be a rotation: orthogonal with determinant 1 "
         f"({_worst_entry(block, expected, atol)}). "
-        "Expand sin(a + b) and cos(a + b) with a = pos * w_i and b = k * w_i."
+        "Expand sin(a + b) and cos(a + b) with a = pos * omega_i and b = k * omega_i."
     )
 
 
