@@ -1,8 +1,8 @@
 """ALiBi: attention with linear biases (Press et al. 2022).
 
 Notation: ``h`` heads, ``q`` queries, ``k`` keys. No position vector is added to the
-input; each head ``j`` adds ``-m_j * distance`` to its attention scores, with head slopes
-``m`` forming a geometric sequence. The bias is *not* scaled by ``1/sqrt(d)``.
+input; each head ``j`` adds ``-m_j * distance`` to its attention scores, with head
+slopes ``m`` forming a geometric sequence. The bias is *not* scaled by ``1/sqrt(d)``.
 """
 
 from __future__ import annotations
@@ -23,15 +23,16 @@ def _power_of_two_slopes(n: int) -> list[float]:
 
 
 def alibi_slopes(num_heads: int) -> np.ndarray:
-    """Head slopes ``m``: for ``n`` a power of two, ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``.
+    """Head slopes ``m``: for ``n`` a power of two,
+    ``2^(-8/n), 2^(-16/n), ..., 2^(-8)``.
 
     For other head counts, the rule of the paper's reference code: the slopes for the
     largest power of two ``p < n``, followed by every other slope of ``2p`` heads
     (the 1st, 3rd, 5th, ...) until there are ``n``.
 
     Returns:
-        float64 array ``(num_heads,)``, distinct values in ``[2^-8, 1)``; decreasing for a
-        power of two, not sorted otherwise (the extra slopes come last).
+        float64 array ``(num_heads,)``, distinct values in ``[2^-8, 1)``; decreasing for
+        a power of two, not sorted otherwise (the extra slopes come last).
     """
     num_heads = _checks.positive_int("num_heads", num_heads)
     p = 2 ** math.floor(math.log2(num_heads))
@@ -42,12 +43,16 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
 
 
 
-def alibi_bias(num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True) -> torch.Tensor:
-    """The ``(h, q, k)`` bias ``-m_h * (i - j)`` (causal) or ``-m_h * |i - j|`` (not causal).
+def alibi_bias(
+    num_heads: int, q_len: int, k_len: int | None = None, *, causal: bool = True
+) -> torch.Tensor:
+    """The ``(h, q, k)`` bias ``-m_h * (i - j)`` (causal) or ``-m_h * |i - j|`` (not
+    causal).
 
-    Query ``i`` and key ``j`` are positions; with ``k_len > q_len`` the last query is aligned
-    with the last key. Under a causal mask only ``j <= i`` is used, where the two forms agree;
-    use ``causal=False`` for the symmetric bias of a bidirectional model.
+    Query ``i`` and key ``j`` are positions; with ``k_len > q_len`` the last query is
+    aligned with the last key. Under a causal mask only ``j <= i`` is used, where the
+    two forms agree; use ``causal=False`` for the symmetric bias of a bidirectional
+    model.
 
     Returns:
         float64 tensor ``(num_heads, q_len, k_len)``.
@@ -64,9 +69,9 @@ def alibi_key_bias(num_heads: int, k_len: int) -> torch.Tensor:
     """The cheaper form ``m_h * j`` most implementations use (the reference code, BLOOM,
     FlashAttention's causal path): one row, shared by every query.
 
-    Under a causal mask it gives the same softmax as :func:`alibi_bias`, because row ``i``
-    differs from ``-m (i - j)`` by the constant ``m i``, and softmax ignores a constant
-    added to a row. Without a mask it does not.
+    Under a causal mask it gives the same softmax as :func:`alibi_bias`, because row
+    ``i`` differs from ``-m (i - j)`` by the constant ``m i``, and softmax ignores a
+    constant added to a row. Without a mask it does not.
 
     Returns:
         float64 tensor ``(num_heads, 1, k_len)``.
@@ -77,7 +82,8 @@ def alibi_key_bias(num_heads: int, k_len: int) -> torch.Tensor:
 
 
 class ALiBi(nn.Module):
-    """ALiBi as a ``score_bias`` hook for :class:`~companion.attention.MultiHeadSelfAttention`.
+    """ALiBi as a ``score_bias`` hook for
+    :class:`~companion.attention.MultiHeadSelfAttention`.
 
     ``forward(q_len, k_len)`` returns the ``(h, q, k)`` bias in the default dtype.
     """
@@ -90,4 +96,6 @@ class ALiBi(nn.Module):
         self.causal = causal
 
     def forward(self, q_len: int, k_len: int) -> torch.Tensor:
-        return alibi_bias(self.num_heads, q_len, k_len, causal=self.causal).to(torch.get_default_dtype())
+        return alibi_bias(self.num_heads, q_len, k_len, causal=self.causal).to(
+            torch.get_default_dtype()
+        )

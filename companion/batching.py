@@ -1,21 +1,24 @@
-"""Batches of sequences of different lengths: padding, position ids and packed documents.
+"""Batches of sequences of different lengths: padding, position ids and packed
+documents.
 
-Notation: ``b`` batch, ``s`` sequence (``q`` queries, ``k`` keys), ``n`` tokens of a packed row.
+Notation: ``b`` batch, ``s`` sequence (``q`` queries, ``k`` keys), ``n`` tokens of a
+packed row.
 
 A batch must be a rectangle, and sequences rarely have equal lengths. Two ways out:
 
 * **Padding**: one sequence per row, filled up with a pad token, on the right
   (``a b c _ _``) or on the left (``_ _ a b c``; decoders batch prompts this way for
-  generation, so that every row's next token goes in the same, last, column). A ``(b, s)``
-  attention mask marks real tokens 1 and padding 0.
+  generation, so that every row's next token goes in the same, last, column). A
+  ``(b, s)`` attention mask marks real tokens 1 and padding 0.
 * **Packing**: several documents concatenated into one row with no padding at all. Their
   position ids restart at 0 where each document starts, and a block-diagonal mask keeps
   every token inside its own document.
 
-The conventions are those of Hugging Face ``transformers``: the position id of a token in a
-padded row counts the real tokens before it, and padding gets 0
-(``GenerationMixin._prepare_position_ids_for_generation``); a new document starts wherever
-a position id is not the previous one plus 1 (``masking_utils.find_packed_sequence_indices``).
+The conventions are those of Hugging Face ``transformers``: the position id of a token
+in a padded row counts the real tokens before it, and padding gets 0
+(``GenerationMixin._prepare_position_ids_for_generation``); a new document starts
+wherever a position id is not the previous one plus 1
+(``masking_utils.find_packed_sequence_indices``).
 """
 
 from __future__ import annotations
@@ -29,32 +32,56 @@ from companion import _checks
 SIDES = ("right", "left")
 
 
-def _integer_tensor(name: str, value: Any, *, ndim: int, shape: str, allow_bool: bool = False) -> torch.Tensor:
-    """Return ``value`` if it is a non-empty integer (or, if allowed, bool) tensor of rank ``ndim``."""
+def _integer_tensor(
+    name: str, value: Any, *, ndim: int, shape: str, allow_bool: bool = False
+) -> torch.Tensor:
+    """Return ``value`` if it is a non-empty integer (or, if allowed, bool) tensor of
+    rank ``ndim``."""
     if not isinstance(value, torch.Tensor):
         raise TypeError(
-            f"{name} must be a torch.Tensor of shape {shape}, got {type(value).__name__}; "
-            "convert it with torch.tensor(...)"
+            f"{name} must be a torch.Tensor of shape {shape}, got "
+            f"{type(value).__name__}; convert it with torch.tensor(...)"
         )
     if value.ndim != ndim:
-        hint = "; add a batch dimension with .unsqueeze(0)" if value.ndim == ndim - 1 else ""
-        raise ValueError(f"{name} must have {ndim} dimensions {shape}, got shape {tuple(value.shape)}{hint}")
+        hint = (
+            "; add a batch dimension with .unsqueeze(0)"
+            if value.ndim == ndim - 1
+            else ""
+        )
+        raise ValueError(
+            f"{name} must have {ndim} dimensions {shape}, got shape "
+            f"{tuple(value.shape)}{hint}"
+        )
     if value.numel() == 0:
-        raise ValueError(f"{name} is empty (shape {tuple(value.shape)}); pass at least one token per row")
+        raise ValueError(
+            f"{name} is empty (shape {tuple(value.shape)}); pass at least one token "
+            "per row"
+        )
     kinds = "integers or booleans" if allow_bool else "integers"
-    if value.is_floating_point() or value.is_complex() or (value.dtype == torch.bool and not allow_bool):
-        raise TypeError(f"{name} must hold {kinds}, got dtype {value.dtype}; convert it with .long()")
+    if (
+        value.is_floating_point()
+        or value.is_complex()
+        or (value.dtype == torch.bool and not allow_bool)
+    ):
+        raise TypeError(
+            f"{name} must hold {kinds}, got dtype {value.dtype}; convert it with "
+            ".long()"
+        )
     return value
 
 
-def check_padding_mask(attention_mask: Any, name: str = "attention_mask") -> torch.Tensor:
+def check_padding_mask(
+    attention_mask: Any, name: str = "attention_mask"
+) -> torch.Tensor:
     """Check a ``(b, s)`` padding mask of 0/1 (int or bool) and return it as bool.
 
     Raises:
         TypeError: not a tensor, or floating-point values.
         ValueError: not 2-D, empty, or values other than 0 and 1.
     """
-    mask = _integer_tensor(name, attention_mask, ndim=2, shape="(batch, seq)", allow_bool=True)
+    mask = _integer_tensor(
+        name, attention_mask, ndim=2, shape="(batch, seq)", allow_bool=True
+    )
     if mask.dtype != torch.bool and not bool(((mask == 0) | (mask == 1)).all()):
         raise ValueError(
             f"{name} must hold 1 for a real token and 0 for padding only, got values "
@@ -66,9 +93,10 @@ def check_padding_mask(attention_mask: Any, name: str = "attention_mask") -> tor
 def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     """Position ids of a padded batch: the number of real tokens before each token.
 
-    That is the running sum of the mask minus one, with padding set to 0, as ``transformers``
-    computes them for generation. Right padding gives ``0 .. n-1`` then zeros; left padding
-    gives zeros then ``0 .. n-1``, so every real token gets the position it has alone.
+    That is the running sum of the mask minus one, with padding set to 0, as
+    ``transformers`` computes them for generation. Right padding gives ``0 .. n-1`` then
+    zeros; left padding gives zeros then ``0 .. n-1``, so every real token gets the
+    position it has alone.
 
     Args:
         attention_mask: ``(b, s)`` of 0/1 (int or bool), 1 for a real token.
@@ -84,10 +112,10 @@ def position_ids_from_attention_mask(attention_mask: torch.Tensor) -> torch.Tens
 def document_ids_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor:
     """The index of the document each token of a packed row belongs to.
 
-    A document starts at the first token and wherever a position id is not the previous one
-    plus 1 (a restart at 0, or any other jump). Unlike ``transformers``'
-    ``find_packed_sequence_indices``, which returns None when no row is packed, this always
-    returns the tensor (all zeros then).
+    A document starts at the first token and wherever a position id is not the previous
+    one plus 1 (a restart at 0, or any other jump). Unlike ``transformers``'
+    ``find_packed_sequence_indices``, which returns None when no row is packed, this
+    always returns the tensor (all zeros then).
 
     Args:
         position_ids: integer ``(b, s)``.
@@ -95,21 +123,33 @@ def document_ids_from_position_ids(position_ids: torch.Tensor) -> torch.Tensor:
     Returns:
         int64 ``(b, s)``, 0 for the first document of each row, then 1, 2, ...
     """
-    position_ids = _integer_tensor("position_ids", position_ids, ndim=2, shape="(batch, seq)")
-    starts = torch.zeros(position_ids.shape, dtype=torch.bool, device=position_ids.device)
+    position_ids = _integer_tensor(
+        "position_ids", position_ids, ndim=2, shape="(batch, seq)"
+    )
+    starts = torch.zeros(
+        position_ids.shape, dtype=torch.bool, device=position_ids.device
+    )
     starts[:, 1:] = position_ids[:, 1:] != position_ids[:, :-1] + 1
     return starts.long().cumsum(-1)
 
 
 def _lengths(lengths: Any) -> list[int]:
     if isinstance(lengths, torch.Tensor):
-        if lengths.ndim != 1 or lengths.is_floating_point() or lengths.dtype == torch.bool:
+        if (
+            lengths.ndim != 1
+            or lengths.is_floating_point()
+            or lengths.dtype == torch.bool
+        ):
             raise TypeError(
-                f"lengths must be a 1-D integer tensor or a list of ints, got {lengths.dtype} {tuple(lengths.shape)}"
+                "lengths must be a 1-D integer tensor or a list of ints, got "
+                f"{lengths.dtype} {tuple(lengths.shape)}"
             )
         lengths = lengths.tolist()
     if not isinstance(lengths, (list, tuple)):
-        raise TypeError(f"lengths must be a list of positive ints (one per document), got {type(lengths).__name__}")
+        raise TypeError(
+            "lengths must be a list of positive ints (one per document), got "
+            f"{type(lengths).__name__}"
+        )
     if not lengths:
         raise ValueError("lengths is empty; pass the length of at least one document")
     return [_checks.positive_int(f"lengths[{i}]", n) for i, n in enumerate(lengths)]
@@ -134,10 +174,12 @@ def packed_attention_mask(document_ids: torch.Tensor) -> torch.Tensor:
     ``packed_sequence_mask_function`` gives the same value for every ``(q, k)`` pair.
 
     Args:
-        document_ids: integer ``(b, s)``, e.g. from :func:`document_ids_from_position_ids`.
+        document_ids: integer ``(b, s)``, e.g. from
+            :func:`document_ids_from_position_ids`.
 
     Returns:
-        bool ``(b, s, s)``: entry ``[r, i, j]`` says whether token ``i`` may see token ``j``.
+        bool ``(b, s, s)``: entry ``[r, i, j]`` says whether token ``i`` may see token
+        ``j``.
     """
     ids = _integer_tensor("document_ids", document_ids, ndim=2, shape="(batch, seq)")
     return ids[:, :, None] == ids[:, None, :]
@@ -147,8 +189,8 @@ def _sequences(sequences: Any) -> list[torch.Tensor]:
     """The sequences as a list of 1-D int64 tensors, each with at least one token."""
     if isinstance(sequences, torch.Tensor) or not isinstance(sequences, (list, tuple)):
         raise TypeError(
-            "sequences must be a list of token sequences (1-D integer tensors or lists of ints), "
-            f"got {type(sequences).__name__}"
+            "sequences must be a list of token sequences (1-D integer tensors or "
+            f"lists of ints), got {type(sequences).__name__}"
         )
     if not sequences:
         raise ValueError("sequences is empty; pass at least one sequence")
@@ -158,19 +200,31 @@ def _sequences(sequences: Any) -> list[torch.Tensor]:
             if not isinstance(seq, (list, tuple)) or not all(
                 isinstance(t, int) and not isinstance(t, bool) for t in seq
             ):
-                raise TypeError(f"sequences[{i}] must be a 1-D integer tensor or a list of ints, got {seq!r}")
+                raise TypeError(
+                    f"sequences[{i}] must be a 1-D integer tensor or a list of ints, "
+                    f"got {seq!r}"
+                )
             seq = torch.tensor(list(seq), dtype=torch.long)
         if seq.ndim != 1:
-            raise ValueError(f"sequences[{i}] must be 1-D (one sequence, no batch), got shape {tuple(seq.shape)}")
+            raise ValueError(
+                f"sequences[{i}] must be 1-D (one sequence, no batch), got shape "
+                f"{tuple(seq.shape)}"
+            )
         if seq.is_floating_point() or seq.is_complex() or seq.dtype == torch.bool:
-            raise TypeError(f"sequences[{i}] must hold integer token ids, got dtype {seq.dtype}")
+            raise TypeError(
+                f"sequences[{i}] must hold integer token ids, got dtype {seq.dtype}"
+            )
         if seq.numel() == 0:
-            raise ValueError(f"sequences[{i}] is empty; every sequence needs at least one token")
+            raise ValueError(
+                f"sequences[{i}] is empty; every sequence needs at least one token"
+            )
         out.append(seq.long())
     return out
 
 
-def pad_batch(sequences: Sequence, *, side: str = "right", pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_batch(
+    sequences: Sequence, *, side: str = "right", pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Stack sequences of different lengths into one batch, padding the short ones.
 
     Args:
@@ -179,8 +233,8 @@ def pad_batch(sequences: Sequence, *, side: str = "right", pad_id: int = 0) -> t
         pad_id: the token id written into padding (the mask, not the id, keeps it out).
 
     Returns:
-        ``(tokens, attention_mask)``, both int64 ``(b, s)`` with ``s`` the longest length;
-        the mask is 1 on real tokens and 0 on padding.
+        ``(tokens, attention_mask)``, both int64 ``(b, s)`` with ``s`` the longest
+        length; the mask is 1 on real tokens and 0 on padding.
     """
     rows = _sequences(sequences)
     side = _checks.choice("side", side, SIDES)
@@ -189,7 +243,11 @@ def pad_batch(sequences: Sequence, *, side: str = "right", pad_id: int = 0) -> t
     tokens = torch.full((len(rows), longest), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), longest), dtype=torch.long)
     for r, row in enumerate(rows):
-        cols = slice(0, len(row)) if side == "right" else slice(longest - len(row), longest)
+        cols = (
+            slice(0, len(row))
+            if side == "right"
+            else slice(longest - len(row), longest)
+        )
         tokens[r, cols] = row
         mask[r, cols] = 1
     return tokens, mask
@@ -203,14 +261,15 @@ def unpad(values: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tens
         attention_mask: ``(b, s)`` of 0/1 (int or bool), 1 for a real token.
 
     Returns:
-        ``b`` tensors, row ``r`` of shape ``(n_r, ...)`` with ``n_r`` its number of real tokens,
-        in their order.
+        ``b`` tensors, row ``r`` of shape ``(n_r, ...)`` with ``n_r`` its number of real
+        tokens, in their order.
     """
     mask = check_padding_mask(attention_mask)
     if not isinstance(values, torch.Tensor) or values.shape[:2] != mask.shape:
         raise ValueError(
-            f"values must be a tensor (batch, seq, ...) = {tuple(mask.shape)} + (...) like attention_mask, "
-            f"got {getattr(values, 'shape', type(values).__name__)}"
+            f"values must be a tensor (batch, seq, ...) = {tuple(mask.shape)} + (...) "
+            "like attention_mask, got "
+            f"{getattr(values, 'shape', type(values).__name__)}"
         )
     return [row[keep] for row, keep in zip(values, mask.to(values.device))]
 
@@ -234,9 +293,10 @@ def pack(sequences: Sequence) -> tuple[torch.Tensor, torch.Tensor]:
 def attention_allowed(attention_mask: torch.Tensor, q_len: int) -> torch.Tensor:
     """Which keys each query may attend to in a causal model, given a batch's mask.
 
-    A query sees key ``j`` when ``j`` is not in its future (the last query is aligned with
-    the last key, as with a cache) and the mask allows it; it always sees its own key, so
-    a padding query gets a finite output (which no real token reads) instead of NaN.
+    A query sees key ``j`` when ``j`` is not in its future (the last query is aligned
+    with the last key, as with a cache) and the mask allows it; it always sees its own
+    key, so a padding query gets a finite output (which no real token reads) instead of
+    NaN.
 
     Args:
         attention_mask: either a ``(b, k)`` padding mask of 0/1 (int or bool) covering
@@ -248,29 +308,37 @@ def attention_allowed(attention_mask: torch.Tensor, q_len: int) -> torch.Tensor:
         bool ``(b, q, k)``.
     """
     if not isinstance(attention_mask, torch.Tensor):
-        raise TypeError(f"attention_mask must be a torch.Tensor, got {type(attention_mask).__name__}")
+        raise TypeError(
+            "attention_mask must be a torch.Tensor, got "
+            f"{type(attention_mask).__name__}"
+        )
     q_len = _checks.positive_int("q_len", q_len)
     if attention_mask.ndim == 3:
         if attention_mask.dtype != torch.bool:
             raise TypeError(
-                "a 3-D attention_mask lists allowed (query, key) pairs and must be bool, got dtype "
-                f"{attention_mask.dtype}; use a (batch, keys) mask of 0/1 for padding"
+                "a 3-D attention_mask lists allowed (query, key) pairs and must be "
+                f"bool, got dtype {attention_mask.dtype}; use a (batch, keys) mask of "
+                "0/1 for padding"
             )
         if attention_mask.shape[1] != q_len or attention_mask.numel() == 0:
             raise ValueError(
-                f"a 3-D attention_mask must have shape (batch, {q_len}, keys), got {tuple(attention_mask.shape)}"
+                f"a 3-D attention_mask must have shape (batch, {q_len}, keys), got "
+                f"{tuple(attention_mask.shape)}"
             )
         pairs = attention_mask
     elif attention_mask.ndim == 2:
-        pairs = check_padding_mask(attention_mask)[:, None, :]  # (b, 1, k): the same for every query
+        # (b, 1, k): the same for every query
+        pairs = check_padding_mask(attention_mask)[:, None, :]
     else:
         raise ValueError(
-            "attention_mask must be (batch, keys) of 0/1 or a bool (batch, queries, keys), got shape "
-            f"{tuple(attention_mask.shape)}"
+            "attention_mask must be (batch, keys) of 0/1 or a bool (batch, queries, "
+            f"keys), got shape {tuple(attention_mask.shape)}"
         )
     k_len = attention_mask.shape[-1]
     if k_len < q_len:
-        raise ValueError(f"attention_mask covers {k_len} keys, fewer than the q_len={q_len} queries")
+        raise ValueError(
+            f"attention_mask covers {k_len} keys, fewer than the q_len={q_len} queries"
+        )
     keys = torch.arange(k_len, device=attention_mask.device)
     queries = keys[k_len - q_len :, None]  # (q, 1): each query's own key
     return (pairs & (keys <= queries)) | (keys == queries)

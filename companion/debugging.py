@@ -3,9 +3,11 @@
 Each check looks at one place where a position scheme is commonly broken and returns
 numbers (or raises, for :func:`check_position_table`, which guards a slice):
 
-* :func:`check_position_table`: is the table ``(max_len, d)``, and long enough for the input?
+* :func:`check_position_table`: is the table ``(max_len, d)``, and long enough for the
+  input?
 * :func:`embedding_scale_report`: how large are the token part and the position part?
-* :func:`dropout_report`: was dropout applied once, after the sum, with its own mask per sequence?
+* :func:`dropout_report`: was dropout applied once, after the sum, with its own mask per
+  sequence?
 * :func:`find_position_offset`: which row of a reference table does position 0 read?
 * :func:`rope_partners`: which features does a RoPE implementation rotate together?
 * :func:`distance_profile`: what a causal query's bias (or bucket) is at each distance.
@@ -14,7 +16,8 @@ numbers (or raises, for :func:`check_position_table`, which guards a slice):
 The training side (:func:`checklist_runs`) trains :class:`~companion.model.TinyDecoder`
 models in :func:`companion.lab.run_parallel` workers, one setting and seed per run.
 
-Notation: ``b`` batch, ``s`` sequence, ``d`` features, ``h`` heads, ``q`` queries, ``k`` keys.
+Notation: ``b`` batch, ``s`` sequence, ``d`` features, ``h`` heads, ``q`` queries, ``k``
+keys.
 """
 
 from __future__ import annotations
@@ -32,13 +35,23 @@ from companion.model import ABSOLUTE, ModelConfig, TinyDecoder
 from companion.rope import RotaryEmbedding, permute_qk_weights
 from companion.sinusoidal import LAYOUTS
 
-# What a setting of checklist_runs may set: the model's fields, except the source's vocabulary.
+# What a setting of checklist_runs may set: the model's fields, except the source's
+# vocabulary.
 FIELDS = {f.name for f in dataclasses.fields(ModelConfig)} - {"vocab_size"}
 
 __all__ = [
-    "check_position_table", "embedding_scale_report", "dropout_report", "find_position_offset",
-    "shift_positions", "rope_partners", "layout_of_partners", "with_rope_layout",
-    "distance_profile", "check_position_ids", "train_and_evaluate", "checklist_runs",
+    "check_position_table",
+    "embedding_scale_report",
+    "dropout_report",
+    "find_position_offset",
+    "shift_positions",
+    "rope_partners",
+    "layout_of_partners",
+    "with_rope_layout",
+    "distance_profile",
+    "check_position_ids",
+    "train_and_evaluate",
+    "checklist_runs",
 ]
 
 
@@ -47,7 +60,10 @@ def _array(name: str, value, *, ndim: int | tuple[int, ...], shape: str) -> np.n
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
     if not isinstance(value, np.ndarray):
-        raise TypeError(f"{name} must be a numpy array or torch tensor of shape {shape}, got {type(value).__name__}")
+        raise TypeError(
+            f"{name} must be a numpy array or torch tensor of shape {shape}, got "
+            f"{type(value).__name__}"
+        )
     if value.dtype.kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {value.dtype}")
     ranks = (ndim,) if isinstance(ndim, int) else ndim
@@ -56,14 +72,14 @@ def _array(name: str, value, *, ndim: int | tuple[int, ...], shape: str) -> np.n
     return value.astype(np.float64)
 
 
-# ---- 1. shapes and slice ranges ------------------------------------------------------------------
+# ---- 1. shapes and slice ranges ------------------------------------------------------
 
 def check_position_table(table, seq_len: int):
     """Return ``table[:seq_len]`` after checking that it has one row per position.
 
     A hand-written ``pe[:seq_len]`` does not complain when ``seq_len`` exceeds the table
-    (Python slices stop at the end), and a sequence-first table ``(max_len, 1, d)`` sliced
-    with the batch size broadcasts without an error. This check refuses both.
+    (Python slices stop at the end), and a sequence-first table ``(max_len, 1, d)``
+    sliced with the batch size broadcasts without an error. This check refuses both.
 
     Args:
         table: ``(max_len, d)`` numpy array or torch tensor, one row per position.
@@ -73,26 +89,35 @@ def check_position_table(table, seq_len: int):
         The first ``seq_len`` rows, ``(seq_len, d)``, of the same type as ``table``.
     """
     if not isinstance(table, (np.ndarray, torch.Tensor)):
-        raise TypeError(f"table must be a (max_len, d) numpy array or torch tensor, got {type(table).__name__}")
+        raise TypeError(
+            "table must be a (max_len, d) numpy array or torch tensor, got "
+            f"{type(table).__name__}"
+        )
     seq_len = _checks.positive_int("seq_len", seq_len)
     shape = tuple(table.shape)
     if len(shape) == 3 and 1 in shape[:2]:
-        axis = "sequence-first (max_len, 1, d)" if shape[1] == 1 else "batch-first (1, max_len, d)"
+        axis = (
+            "sequence-first (max_len, 1, d)"
+            if shape[1] == 1
+            else "batch-first (1, max_len, d)"
+        )
         raise ValueError(
-            f"table has shape {shape}, a {axis} layout: slicing it along the wrong axis broadcasts "
-            "one row over a whole sequence without an error; squeeze it to (max_len, d) first"
+            f"table has shape {shape}, a {axis} layout: slicing it along the wrong "
+            "axis broadcasts one row over a whole sequence without an error; squeeze "
+            "it to (max_len, d) first"
         )
     if len(shape) != 2:
         raise ValueError(f"table must have shape (max_len, d), got {shape}")
     if seq_len > shape[0]:
         raise ValueError(
-            f"the input has {seq_len} positions but the table has only {shape[0]} rows: "
-            f"table[:{seq_len}] would return {shape[0]} rows; build the table with max_len >= {seq_len}"
+            f"the input has {seq_len} positions but the table has only {shape[0]} "
+            f"rows: table[:{seq_len}] would return {shape[0]} rows; build the table "
+            f"with max_len >= {seq_len}"
         )
     return table[:seq_len]
 
 
-# ---- 2. the scale of E against P -----------------------------------------------------------------
+# ---- 2. the scale of E against P -----------------------------------------------------
 
 def embedding_scale_report(model: TinyDecoder, seq_len: int) -> dict[str, float]:
     """Standard deviations of the two parts of ``x = scale * E[token] + P[position]``.
@@ -102,39 +127,47 @@ def embedding_scale_report(model: TinyDecoder, seq_len: int) -> dict[str, float]
     absolute table. Both are population standard deviations of all entries, in float64.
 
     Args:
-        model: a :class:`~companion.model.TinyDecoder` with ``position`` in ``("sinusoidal",
-            "learned")`` and ``combine="add"``.
+        model: a :class:`~companion.model.TinyDecoder` with ``position`` in
+            ``("sinusoidal", "learned")`` and ``combine="add"``.
         seq_len: how many positions the model is run on.
 
     Returns:
-        ``{"token_std", "position_std", "ratio"}`` with ``ratio = token_std / position_std``:
-        near 1 the parts are comparable; far above 1 the positions are drowned by the tokens.
+        ``{"token_std", "position_std", "ratio"}`` with
+        ``ratio = token_std / position_std``: near 1 the parts are comparable; far above
+        1 the positions are drowned by the tokens.
     """
     if not isinstance(model, TinyDecoder):
         raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
     config = model.config
     if config.position not in ABSOLUTE or config.combine != "add":
         raise ValueError(
-            f"the report compares an added absolute table with the tokens; this model has "
-            f"position={config.position!r}, combine={config.combine!r}"
+            "the report compares an added absolute table with the tokens; this model "
+            f"has position={config.position!r}, combine={config.combine!r}"
         )
     rows = check_position_table(model.position.table.detach(), seq_len)  # (s, d)
     tokens = model.token.weight.detach().double() * model.embed_scale  # (V, d)
-    token_std, position_std = tokens.std(unbiased=False).item(), rows.double().std(unbiased=False).item()
-    return {"token_std": token_std, "position_std": position_std, "ratio": token_std / position_std}
+    token_std, position_std = (
+        tokens.std(unbiased=False).item(),
+        rows.double().std(unbiased=False).item(),
+    )
+    return {
+        "token_std": token_std,
+        "position_std": position_std,
+        "ratio": token_std / position_std,
+    }
 
 
-# ---- 3. dropout placement ------------------------------------------------------------------------
+# ---- 3. dropout placement ------------------------------------------------------------
 
 def dropout_report(train_out, eval_out, p: float) -> dict[str, float | bool | None]:
     """What a train-mode embedding output says about where dropout was applied.
 
-    Dropout applied once to ``E + P`` leaves every entry either 0 or ``(E + P) / (1 - p)``,
-    zeroes a share ``p`` of the entries, and draws a new mask for every sequence. Dropout
-    applied to ``E`` and ``P`` separately zeroes only about ``p**2`` of the entries (both
-    parts dropped) and leaves entries that hold one part alone; dropout applied to the
-    ``(s, d)`` position table before it is broadcast zeroes nothing and drops the same
-    position features in every sequence of the batch.
+    Dropout applied once to ``E + P`` leaves every entry either 0 or
+    ``(E + P) / (1 - p)``, zeroes a share ``p`` of the entries, and draws a new mask for
+    every sequence. Dropout applied to ``E`` and ``P`` separately zeroes only about
+    ``p**2`` of the entries (both parts dropped) and leaves entries that hold one part
+    alone; dropout applied to the ``(s, d)`` position table before it is broadcast
+    zeroes nothing and drops the same position features in every sequence of the batch.
 
     Args:
         train_out: ``(b, s, d)`` output in train mode.
@@ -142,21 +175,26 @@ def dropout_report(train_out, eval_out, p: float) -> dict[str, float | bool | No
         p: the dropout probability, in ``[0, 1)``.
 
     Returns:
-        ``"zero_share"``: share of the entries that are exactly 0 in ``train_out`` (among
-        those that are not 0 in ``eval_out``); ``"consistent_share"``: share of them that
-        are 0 or ``eval_out / (1 - p)`` (relative tolerance 1e-5); ``"shared_across_batch"``:
-        if every sequence of ``eval_out`` is the same (give the batch one sequence ``b >= 2``
-        times), whether every sequence of ``train_out`` is also the same, i.e. one mask
-        for the whole batch; None otherwise.
+        ``"zero_share"``: share of the entries that are exactly 0 in ``train_out``
+        (among those that are not 0 in ``eval_out``); ``"consistent_share"``: share of
+        them that are 0 or ``eval_out / (1 - p)`` (relative tolerance 1e-5);
+        ``"shared_across_batch"``: if every sequence of ``eval_out`` is the same (give
+        the batch one sequence ``b >= 2`` times), whether every sequence of
+        ``train_out`` is also the same, i.e. one mask for the whole batch; None
+        otherwise.
     """
     out = _array("train_out", train_out, ndim=3, shape="(b, s, d)")
     ref = _array("eval_out", eval_out, ndim=3, shape="(b, s, d)")
     if out.shape != ref.shape:
-        raise ValueError(f"train_out {out.shape} and eval_out {ref.shape} must have the same shape")
+        raise ValueError(
+            f"train_out {out.shape} and eval_out {ref.shape} must have the same shape"
+        )
     p = _checks.probability("p", p)
     live = ref != 0
     if not live.any():
-        raise ValueError("eval_out is all zeros: pass the eval-mode output for the same tokens")
+        raise ValueError(
+            "eval_out is all zeros: pass the eval-mode output for the same tokens"
+        )
     zero = (out == 0) & live
     scaled = np.isclose(out, ref / (1 - p), rtol=1e-5, atol=0)
     repeated = out.shape[0] >= 2 and bool(np.all(ref == ref[:1]))
@@ -165,15 +203,18 @@ def dropout_report(train_out, eval_out, p: float) -> dict[str, float | bool | No
             "shared_across_batch": bool(np.all(out == out[:1])) if repeated else None}
 
 
-# ---- 4. where positions start --------------------------------------------------------------------
+# ---- 4. where positions start --------------------------------------------------------
 
-def find_position_offset(rows, reference, *, max_shift: int = 8, atol: float = 1e-6) -> int | None:
+def find_position_offset(
+    rows, reference, *, max_shift: int = 8, atol: float = 1e-6
+) -> int | None:
     """The shift ``k`` with ``rows[t] == reference[t + k]`` for every ``t``, or None.
 
-    ``rows`` are the vectors an implementation gives positions ``0 .. n - 1``; ``reference``
-    is the table those positions should read, starting at position 0. A result of 0 means
-    the numbering agrees; 1 means the implementation numbers from 1 (or skips a padding
-    row); None means no shift up to ``max_shift`` matches (another formula, layout or scale).
+    ``rows`` are the vectors an implementation gives positions ``0 .. n - 1``;
+    ``reference`` is the table those positions should read, starting at position 0. A
+    result of 0 means the numbering agrees; 1 means the implementation numbers from 1
+    (or skips a padding row); None means no shift up to ``max_shift`` matches (another
+    formula, layout or scale).
 
     Args:
         rows: ``(n, d)``.
@@ -184,9 +225,14 @@ def find_position_offset(rows, reference, *, max_shift: int = 8, atol: float = 1
     rows = _array("rows", rows, ndim=2, shape="(n, d)")
     reference = _array("reference", reference, ndim=2, shape="(m, d)")
     if rows.shape[1] != reference.shape[1]:
-        raise ValueError(f"rows have {rows.shape[1]} features but reference has {reference.shape[1]}")
+        raise ValueError(
+            f"rows have {rows.shape[1]} features but reference has {reference.shape[1]}"
+        )
     if reference.shape[0] < rows.shape[0]:
-        raise ValueError(f"reference needs at least the {rows.shape[0]} rows of rows, got {reference.shape[0]}")
+        raise ValueError(
+            f"reference needs at least the {rows.shape[0]} rows of rows, got "
+            f"{reference.shape[0]}"
+        )
     if _checks.integer("max_shift", max_shift) < 0:
         raise ValueError(f"max_shift must be 0 or more, got {max_shift}")
     if _checks.real("atol", atol) < 0:
@@ -199,59 +245,80 @@ def find_position_offset(rows, reference, *, max_shift: int = 8, atol: float = 1
 
 
 def shift_positions(model: TinyDecoder, shift: int) -> TinyDecoder:
-    """A copy of ``model`` whose position ``t`` reads row ``t + shift`` of its absolute table.
+    """A copy of ``model`` whose position ``t`` reads row ``t + shift`` of its absolute
+    table.
 
-    This is the off-by-one bug of code that numbers positions from ``shift`` instead of 0.
-    The last ``shift`` rows wrap around to the start, so run the copy on at most
+    This is the off-by-one bug of code that numbers positions from ``shift`` instead
+    of 0. The last ``shift`` rows wrap around to the start, so run the copy on at most
     ``max_len - shift`` positions.
     """
     if not isinstance(model, TinyDecoder):
         raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
     if model.config.position not in ABSOLUTE:
-        raise ValueError(f"shift_positions needs an absolute table, this model uses {model.config.position!r}")
+        raise ValueError(
+            "shift_positions needs an absolute table, this model uses "
+            f"{model.config.position!r}"
+        )
     shift = _checks.integer("shift", shift)
     if not 0 <= shift < model.config.max_len:
-        raise ValueError(f"shift must be in [0, max_len={model.config.max_len}), got {shift}")
+        raise ValueError(
+            f"shift must be in [0, max_len={model.config.max_len}), got {shift}"
+        )
     shifted = copy.deepcopy(model)
     with torch.no_grad():
         shifted.position.table.copy_(torch.roll(shifted.position.table, -shift, dims=0))
     return shifted
 
 
-# ---- 5. the layout of RoPE pairs -----------------------------------------------------------------
+# ---- 5. the layout of RoPE pairs -----------------------------------------------------
 
-def rope_partners(rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], dim: int) -> np.ndarray:
+def rope_partners(
+    rotate: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], dim: int
+) -> np.ndarray:
     """Probe a RoPE implementation: the feature each feature is rotated together with.
 
-    Feeds the ``d`` unit vectors at position 1, in float64, to ``rotate(x, positions)`` with
-    ``x (d, 1, d)`` (one sequence of one token per unit vector) and ``positions`` int64
-    ``(1,)``. A rotation mixes feature ``i`` with exactly one partner.
+    Feeds the ``d`` unit vectors at position 1, in float64, to ``rotate(x, positions)``
+    with ``x (d, 1, d)`` (one sequence of one token per unit vector) and ``positions``
+    int64 ``(1,)``. A rotation mixes feature ``i`` with exactly one partner.
 
     Returns:
-        int64 ``(d,)``: ``partners[i]`` is the partner of feature ``i``. Interleaved pairs
-        give ``[1, 0, 3, 2, ...]``, halves give ``[d/2, d/2 + 1, ..., 0, 1, ...]``
+        int64 ``(d,)``: ``partners[i]`` is the partner of feature ``i``. Interleaved
+        pairs give ``[1, 0, 3, 2, ...]``, halves give ``[d/2, d/2 + 1, ..., 0, 1, ...]``
         (see :func:`layout_of_partners`).
     """
     if not callable(rotate):
-        raise TypeError(f"rotate must be a function (x, positions) -> x, got {type(rotate).__name__}")
+        raise TypeError(
+            "rotate must be a function (x, positions) -> x, got "
+            f"{type(rotate).__name__}"
+        )
     dim = _checks.even_int("dim", dim)
-    units = torch.eye(dim, dtype=torch.float64)[:, None, :]  # (d, 1, d): feature i alone
+    # (d, 1, d): feature i alone
+    units = torch.eye(dim, dtype=torch.float64)[:, None, :]
     out = rotate(units, torch.tensor([1]))
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (dim, 1, dim):
-        raise ValueError(f"rotate must return a tensor of the input's shape ({dim}, 1, {dim}), got "
-                         f"{getattr(out, 'shape', type(out).__name__)}")
-    moved = out[:, 0, :].detach().abs() > 1e-12  # (d, d): which features each unit reaches
+        raise ValueError(
+            f"rotate must return a tensor of the input's shape ({dim}, 1, {dim}), got "
+            f"{getattr(out, 'shape', type(out).__name__)}"
+        )
+    # (d, d): which features each unit reaches
+    moved = out[:, 0, :].detach().abs() > 1e-12
     moved[torch.arange(dim), torch.arange(dim)] = False
     if not torch.all(moved.sum(dim=1) == 1):
-        raise ValueError("rotate does not mix each feature with exactly one other: not a RoPE pairing")
+        raise ValueError(
+            "rotate does not mix each feature with exactly one other: not a RoPE "
+            "pairing"
+        )
     return moved.int().argmax(dim=1).numpy().astype(np.int64)
 
 
 def layout_of_partners(partners) -> str | None:
-    """``"interleaved"``, ``"halves"`` or None for a ``(d,)`` array from :func:`rope_partners`."""
+    """``"interleaved"``, ``"halves"`` or None for a ``(d,)`` array from
+    :func:`rope_partners`."""
     partners = np.asarray(partners)
     if partners.ndim != 1 or partners.size % 2 or partners.dtype.kind not in "iu":
-        raise ValueError(f"partners must be an integer array of even length (d,), got {partners!r}")
+        raise ValueError(
+            f"partners must be an integer array of even length (d,), got {partners!r}"
+        )
     index = np.arange(partners.size)
     if np.array_equal(partners, index ^ 1):
         return "interleaved"
@@ -260,19 +327,27 @@ def layout_of_partners(partners) -> str | None:
     return None
 
 
-def with_rope_layout(model: TinyDecoder, layout: str, *, permute_weights: bool) -> TinyDecoder:
+def with_rope_layout(
+    model: TinyDecoder, layout: str, *, permute_weights: bool
+) -> TinyDecoder:
     """A copy of a RoPE ``model`` that pairs its features with ``layout``.
 
-    ``permute_weights=False`` is the porting bug: the weights stay as trained and only the
-    pairing changes. ``permute_weights=True`` is the fix: the rows of ``W_Q`` and ``W_K``
-    (and their biases) are permuted within every head (:func:`~companion.rope.permute_qk_weights`),
-    so that every attention score, and the model's output, stays the same.
+    ``permute_weights=False`` is the porting bug: the weights stay as trained and only
+    the pairing changes. ``permute_weights=True`` is the fix: the rows of ``W_Q`` and
+    ``W_K`` (and their biases) are permuted within every head
+    (:func:`~companion.rope.permute_qk_weights`), so that every attention score, and the
+    model's output, stays the same.
     """
     if not isinstance(model, TinyDecoder) or model.config.position != "rope":
-        raise TypeError(f"model must be a TinyDecoder with position='rope', got {type(model).__name__}")
+        raise TypeError(
+            "model must be a TinyDecoder with position='rope', got "
+            f"{type(model).__name__}"
+        )
     layout = _checks.choice("layout", layout, LAYOUTS)
     if not isinstance(permute_weights, bool):
-        raise TypeError(f"permute_weights must be True or False, got {permute_weights!r}")
+        raise TypeError(
+            f"permute_weights must be True or False, got {permute_weights!r}"
+        )
     ported = copy.deepcopy(model)
     heads, dim = model.config.num_heads, model.config.dim
     for block in ported.blocks:
@@ -282,38 +357,50 @@ def with_rope_layout(model: TinyDecoder, layout: str, *, permute_weights: bool) 
             with torch.no_grad():
                 for tensor in (qkv.weight, qkv.bias):
                     for part in (slice(0, dim), slice(dim, 2 * dim)):
-                        tensor[part] = permute_qk_weights(tensor[part], heads, to=layout)
-        block.attn.qk_transform = RotaryEmbedding(old.dim, base=model.config.rope_base, layout=layout)
+                        tensor[part] = permute_qk_weights(
+                            tensor[part], heads, to=layout
+                        )
+        block.attn.qk_transform = RotaryEmbedding(
+            old.dim, base=model.config.rope_base, layout=layout
+        )
     return ported
 
 
-# ---- 6. the sign of relative offsets -------------------------------------------------------------
+# ---- 6. the sign of relative offsets -------------------------------------------------
 
 def distance_profile(values) -> np.ndarray:
-    """What a causal query sees at each distance, from a ``(..., q, k)`` bias or bucket matrix.
+    """What a causal query sees at each distance, from a ``(..., q, k)`` bias or bucket
+    matrix.
 
     The last query is aligned with the last key (as everywhere in the companion). For a
-    relative scheme every visible entry ``(i, j)``, ``j <= i``, depends only on the distance
-    ``i - j``; this is checked, and the values of the last query are returned by distance.
+    relative scheme every visible entry ``(i, j)``, ``j <= i``, depends only on the
+    distance ``i - j``; this is checked, and the values of the last query are returned
+    by distance.
 
     Returns:
-        float64 ``(..., k)``: entry ``n`` is the value at distance ``n`` (``0`` = the query's
-        own key). A penalty (ALiBi) falls with ``n``; T5 buckets grow with ``n``.
+        float64 ``(..., k)``: entry ``n`` is the value at distance ``n`` (``0`` = the
+        query's own key). A penalty (ALiBi) falls with ``n``; T5 buckets grow with
+        ``n``.
     """
     values = _array("values", values, ndim=(2, 3), shape="(q, k) or (h, q, k)")
     q, k = values.shape[-2:]
     if k < q:
-        raise ValueError(f"values must have at least as many keys as queries, got (q, k) = ({q}, {k})")
+        raise ValueError(
+            f"values must have at least as many keys as queries, got (q, k) = ({q}, "
+            f"{k})"
+        )
     last = values[..., -1, ::-1]  # (..., k): distance 0, 1, ..., k - 1
     for i in range(q):
         seen = values[..., i, : k - q + i + 1][..., ::-1]  # distances 0 .. k - q + i
         if not np.allclose(seen, last[..., : seen.shape[-1]], rtol=0, atol=1e-9):
-            raise ValueError(f"query {i} sees other values at the same distances than the last query: "
-                             "these values are not a function of the distance alone")
+            raise ValueError(
+                f"query {i} sees other values at the same distances than the last "
+                "query: these values are not a function of the distance alone"
+            )
     return last.copy()
 
 
-# ---- 7. padding and position ids -----------------------------------------------------------------
+# ---- 7. padding and position ids -----------------------------------------------------
 
 def check_position_ids(position_ids, attention_mask) -> None:
     """Raise if the real tokens of some row are not numbered ``0, 1, 2, ...``.
@@ -323,49 +410,71 @@ def check_position_ids(position_ids, attention_mask) -> None:
         attention_mask: ``(b, s)`` of 1 (token) and 0 (padding), on either side.
 
     With left padding, ``arange(s)`` numbers a row's first real token by its amount of
-    padding; positions computed from the mask (``mask.cumsum(-1) - 1`` on the real tokens)
-    start every row at 0.
+    padding; positions computed from the mask (``mask.cumsum(-1) - 1`` on the real
+    tokens) start every row at 0.
     """
     ids = _array("position_ids", position_ids, ndim=2, shape="(b, s)")
     mask = _array("attention_mask", attention_mask, ndim=2, shape="(b, s)")
     if ids.shape != mask.shape:
-        raise ValueError(f"position_ids {ids.shape} and attention_mask {mask.shape} must have the same shape")
+        raise ValueError(
+            f"position_ids {ids.shape} and attention_mask {mask.shape} must have the "
+            "same shape"
+        )
     if not np.all((mask == 0) | (mask == 1)):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
     for row, (pos, keep) in enumerate(zip(ids, mask.astype(bool))):
         expected = np.arange(keep.sum())
         if not np.array_equal(pos[keep], expected):
             raise ValueError(
-                f"row {row}: its {keep.sum()} real tokens have positions {pos[keep][:4].astype(int).tolist()}..., "
-                f"not 0, 1, 2, ...; compute position ids from the mask, e.g. mask.cumsum(-1) - 1"
+                f"row {row}: its {keep.sum()} real tokens have positions "
+                f"{pos[keep][:4].astype(int).tolist()}..., not 0, 1, 2, ...; compute "
+                "position ids from the mask, e.g. mask.cumsum(-1) - 1"
             )
 
 
-# ---- training runs -------------------------------------------------------------------------------
+# ---- training runs -------------------------------------------------------------------
 
-def train_and_evaluate(config: ModelConfig, train_config, source: MarkovChain, eval_lens: Sequence[int],
-                       num_tokens: int, token_init_std: float | None = None) -> dict:
+def train_and_evaluate(
+    config: ModelConfig,
+    train_config,
+    source: MarkovChain,
+    eval_lens: Sequence[int],
+    num_tokens: int,
+    token_init_std: float | None = None,
+) -> dict:
     """One run of :func:`checklist_runs`: train, then evaluate; plain data only.
 
     ``token_init_std`` rescales the model's freshly drawn token table to that standard
     deviation before training (same random directions), e.g. 1.0 for ``nn.Embedding``'s
     default. For an absolute table, ``"offset"`` holds the loss at each position of a
-    window of ``train_len`` tokens (:func:`~companion.train.loss_by_position`), with positions
-    numbered from 0, as trained, and from 1 (:func:`shift_positions`), ``(2, train_len - 1)``.
+    window of ``train_len`` tokens (:func:`~companion.train.loss_by_position`), with
+    positions numbered from 0, as trained, and from 1 (:func:`shift_positions`),
+    ``(2, train_len - 1)``.
     """
     from companion.train import evaluate, loss_by_position, train
 
-    torch.manual_seed(train_config.seed)  # as train() does, so the model is the one it would build
+    # as train() does, so the model is the one it would build
+    torch.manual_seed(train_config.seed)
     model = TinyDecoder(config)
     if token_init_std is not None:
         with torch.no_grad():
-            model.token.weight.mul_(token_init_std / model.token.weight.shape[1] ** -0.5)
+            model.token.weight.mul_(
+                token_init_std / model.token.weight.shape[1] ** -0.5
+            )
     model, history = train(config, train_config, source, model=model)
-    out = {"loss": [evaluate(model, source, [n], num_tokens=num_tokens)[n] for n in eval_lens],
-           "history": history, "offset": None}
+    out = {
+        "loss": [
+            evaluate(model, source, [n], num_tokens=num_tokens)[n] for n in eval_lens
+        ],
+        "history": history,
+        "offset": None,
+    }
     if config.position in ABSOLUTE:
         length = train_config.seq_len
-        out["offset"] = [loss_by_position(m, source, length).tolist() for m in (model, shift_positions(model, 1))]
+        out["offset"] = [
+            loss_by_position(m, source, length).tolist()
+            for m in (model, shift_positions(model, 1))
+        ]
     return out
 
 
@@ -382,18 +491,20 @@ def checklist_runs(
     source: MarkovChain | None = None,
     workers: int | None = None,
 ) -> dict:
-    """Train one small model per setting and seed, in parallel; evaluate each at ``eval_lens``.
+    """Train one small model per setting and seed, in parallel; evaluate each at
+    ``eval_lens``.
 
-    Each setting is a dict of :class:`~companion.model.ModelConfig` fields (``vocab_size``
-    comes from the source, ``max_len`` defaults to the longest evaluation length) plus,
-    optionally, ``"token_init_std"`` (see :func:`train_and_evaluate`). The defaults are the
-    debugging chapter's budget: width 32 (set ``"dim"`` in a setting to change it),
-    300 steps of 16 sequences at learning rate 0.01.
+    Each setting is a dict of :class:`~companion.model.ModelConfig` fields
+    (``vocab_size`` comes from the source, ``max_len`` defaults to the longest
+    evaluation length) plus, optionally, ``"token_init_std"`` (see
+    :func:`train_and_evaluate`). The defaults are the debugging chapter's budget: width
+    32 (set ``"dim"`` in a setting to change it), 300 steps of 16 sequences at learning
+    rate 0.01.
 
     Returns:
         ``{"seeds", "lens", "steps", "floor_by_length", "loss": {name: (seeds, lens)},
-        "offset": {name: (seeds, 2, train_len - 1)} (absolute tables only: the loss at each
-        position, with positions numbered from 0 and from 1),
+        "offset": {name: (seeds, 2, train_len - 1)} (absolute tables only: the loss at
+        each position, with positions numbered from 0 and from 1),
         "history": {name: (seeds, steps)}}``.
     """
     from companion import lab
@@ -403,32 +514,61 @@ def checklist_runs(
     if not isinstance(source, MarkovChain):
         raise TypeError(f"source must be a MarkovChain, got {type(source).__name__}")
     if not isinstance(settings, dict) or not settings:
-        raise TypeError("settings must be a non-empty dict {name: {ModelConfig field: value}}")
-    seeds = [_checks.integer("seed", seed) for seed in (lab.SEEDS if seeds is None else seeds)]
+        raise TypeError(
+            "settings must be a non-empty dict {name: {ModelConfig field: value}}"
+        )
+    seeds = [
+        _checks.integer("seed", seed)
+        for seed in (lab.SEEDS if seeds is None else seeds)
+    ]
     if not seeds:
         raise ValueError("seeds must name at least one seed, e.g. (0, 1, 2, 3, 4)")
     train_len = _checks.positive_int("train_len", train_len)
-    lens = [train_len] if eval_lens is None else [_checks.positive_int("eval length", n) for n in eval_lens]
+    lens = (
+        [train_len]
+        if eval_lens is None
+        else [_checks.positive_int("eval length", n) for n in eval_lens]
+    )
     tasks = []
     for name, options in settings.items():
         if not isinstance(options, dict):
-            raise TypeError(f"settings[{name!r}] must be a dict of ModelConfig fields, got {type(options).__name__}")
+            raise TypeError(
+                f"settings[{name!r}] must be a dict of ModelConfig fields, got "
+                f"{type(options).__name__}"
+            )
         options = {"dim": 32, "max_len": max(lens + [train_len]), **options}
         init = options.pop("token_init_std", None)
         if init is not None and _checks.real("token_init_std", init) <= 0:
             raise ValueError(f"token_init_std must be positive, got {init}")
         unknown = sorted(set(options) - FIELDS)
         if unknown:
-            raise ValueError(f"settings[{name!r}] has unknown keys {unknown}; use ModelConfig fields or token_init_std")
+            raise ValueError(
+                f"settings[{name!r}] has unknown keys {unknown}; use ModelConfig "
+                "fields or token_init_std"
+            )
         config = ModelConfig(vocab_size=source.vocab_size, **options)
         for seed in seeds:
-            train_config = TrainConfig(steps=steps, batch_size=batch_size, seq_len=train_len, lr=lr, seed=seed)
+            train_config = TrainConfig(
+                steps=steps, batch_size=batch_size, seq_len=train_len, lr=lr, seed=seed
+            )
             tasks.append((config, train_config, source, lens, num_tokens, init))
     runs = lab.run_parallel(train_and_evaluate, tasks, workers)
-    per = {name: runs[i * len(seeds) : (i + 1) * len(seeds)] for i, name in enumerate(settings)}
+    per = {
+        name: runs[i * len(seeds) : (i + 1) * len(seeds)]
+        for i, name in enumerate(settings)
+    }
     return {
-        "seeds": seeds, "lens": lens, "steps": steps, "floor_by_length": floor_by_length(source, lens),
+        "seeds": seeds,
+        "lens": lens,
+        "steps": steps,
+        "floor_by_length": floor_by_length(source, lens),
         "loss": {name: np.array([r["loss"] for r in rs]) for name, rs in per.items()},
-        "offset": {name: np.array([r["offset"] for r in rs]) for name, rs in per.items() if rs[0]["offset"] is not None},
-        "history": {name: np.array([r["history"] for r in rs]) for name, rs in per.items()},
+        "offset": {
+            name: np.array([r["offset"] for r in rs])
+            for name, rs in per.items()
+            if rs[0]["offset"] is not None
+        },
+        "history": {
+            name: np.array([r["history"] for r in rs]) for name, rs in per.items()
+        },
     }

@@ -1,4 +1,5 @@
-"""Learned absolute position embeddings (BERT, GPT-2): one trained vector per position."""
+"""Learned absolute position embeddings (BERT, GPT-2): one trained vector per
+position."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ class LearnedPositionalEmbedding(nn.Module):
         dim: number of features.
         init_std: standard deviation of the normal initialisation (0.02, as in BERT).
 
-    ``forward(x)`` takes ``x`` of shape ``(batch, seq, dim)`` with ``seq <= max_len`` and
-    returns ``x + table[:seq]``.
+    ``forward(x)`` takes ``x`` of shape ``(batch, seq, dim)`` with ``seq <= max_len``
+    and returns ``x + table[:seq]``.
     """
 
     def __init__(self, max_len: int, dim: int, *, init_std: float = 0.02):

@@ -1,4 +1,5 @@
-"""The book's figure style: small, sharp PNGs, titled and labelled, no fonts that differ by machine."""
+"""The book's figure style: small, sharp PNGs, titled and labelled, no fonts that differ
+by machine."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ def use_book_style() -> None:
 
 
 def _sharp_inline_figures() -> None:
-    """In a notebook, draw figures at twice the pixels (sharp on high-DPI screens, same size).
+    """In a notebook, draw figures at twice the pixels (sharp on high-DPI screens, same
+    size).
 
     The stored ``<Figure size ...>`` text does not change, only the PNG's resolution.
     """
@@ -36,7 +38,15 @@ def _sharp_inline_figures() -> None:
         set_matplotlib_formats("retina")
 
 
-def heatmap(values: np.ndarray, *, title: str, xlabel: str, ylabel: str, colorbar_label: str, ax=None):
+def heatmap(
+    values: np.ndarray,
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    colorbar_label: str,
+    ax=None,
+):
     """Draw a 2-D array as an image, row 0 at the top, with a labelled colour bar.
 
     Returns the ``Axes``.
@@ -47,7 +57,9 @@ def heatmap(values: np.ndarray, *, title: str, xlabel: str, ylabel: str, colorba
     if ax is None:
         _, ax = plt.subplots()
     limit = float(np.max(np.abs(values))) or 1.0
-    image = ax.imshow(values, aspect="auto", interpolation="nearest", vmin=-limit, vmax=limit)
+    image = ax.imshow(
+        values, aspect="auto", interpolation="nearest", vmin=-limit, vmax=limit
+    )
     ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     ax.figure.colorbar(image, ax=ax, label=colorbar_label)
     return ax
@@ -56,7 +68,8 @@ def heatmap(values: np.ndarray, *, title: str, xlabel: str, ylabel: str, colorba
 def hero_figure():
     """The book's cover figure: the sinusoidal table and three of its features.
 
-    Returns the ``Figure`` (the README and the landing page show it as ``book/images/hero.png``).
+    Returns the ``Figure`` (the README and the landing page show it as
+    ``book/images/hero.png``).
     """
     from companion.sinusoidal import sinusoidal_table
 
@@ -67,8 +80,12 @@ def hero_figure():
             ylabel="position (tokens)", colorbar_label="value", ax=left)
     for feature in (4, 14, 30):
         right.plot(table[:, feature], label=f"feature {feature}")
-    right.set(title="Each feature is a wave of its own frequency", xlabel="position (tokens)",
-              ylabel="value", ylim=(-1.1, 1.5))
+    right.set(
+        title="Each feature is a wave of its own frequency",
+        xlabel="position (tokens)",
+        ylabel="value",
+        ylim=(-1.1, 1.5),
+    )
     right.legend(loc="upper right", ncols=3, fontsize="small")
     fig.tight_layout()
     return fig

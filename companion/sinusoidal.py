@@ -1,7 +1,7 @@
 """Sinusoidal position encodings (Vaswani et al. 2017, section 3.5).
 
-Notation: ``n`` positions, ``d`` features (even), pair index ``i`` with ``0 <= i < d/2``,
-inverse frequency ``w_i = base ** (-2i / d)``::
+Notation: ``n`` positions, ``d`` features (even), pair index ``i`` with
+``0 <= i < d/2``, inverse frequency ``w_i = base ** (-2i / d)``::
 
     PE[pos, 2i]     = sin(pos * w_i)
     PE[pos, 2i + 1] = cos(pos * w_i)
@@ -15,12 +15,13 @@ The field uses two layouts of the same numbers:
 
 :func:`interleaved_to_halves` is the permutation between them.
 
-tensor2tensor's ``get_timing_signal_1d`` (and fairseq, which copies it) is *not* this table
-permuted. It uses the halves layout, but it also spaces its frequencies differently: its
-inverse timescales are ``exp(-i * log(max / min) / (d/2 - 1))``, so the last one is exactly
-``1 / 10000`` and the longest wavelength is exactly ``2 pi * 10000``, where the paper's
-exponent ``2i/d`` stops one step short. Its source says the layout "slightly differs from
-the published paper". :func:`tensor2tensor_timing_signal` reproduces it for comparison.
+tensor2tensor's ``get_timing_signal_1d`` (and fairseq, which copies it) is *not* this
+table permuted. It uses the halves layout, but it also spaces its frequencies
+differently: its inverse timescales are ``exp(-i * log(max / min) / (d/2 - 1))``, so the
+last one is exactly ``1 / 10000`` and the longest wavelength is exactly
+``2 pi * 10000``, where the paper's exponent ``2i/d`` stops one step short. Its source
+says the layout "slightly differs from the published paper".
+:func:`tensor2tensor_timing_signal` reproduces it for comparison.
 """
 
 from __future__ import annotations
@@ -62,22 +63,26 @@ def wavelengths(dim: int, *, base: float = 10000.0) -> np.ndarray:
 def tensor2tensor_frequencies(
     dim: int, *, min_timescale: float = 1.0, max_timescale: float = 1.0e4
 ) -> np.ndarray:
-    """Angular frequencies of tensor2tensor's ``get_timing_signal_1d``, in radians per position.
+    """Angular frequencies of tensor2tensor's ``get_timing_signal_1d``, in radians per
+    position.
 
     This follows tensor2tensor's code, line for line, not its docstring:
-    ``w_i = min_timescale * exp(-i * log(max_timescale / min_timescale) / max(d/2 - 1, 1))``.
-    The code *multiplies* by ``min_timescale`` where the docstring's "timescales from min to
-    max" would divide, so the two agree only at ``min_timescale = 1`` (the default, and what
-    the published models use): then the sequence runs from 1 to exactly ``1 / max_timescale``.
-    With ``min_timescale = 2`` pair 0 turns at 2 radians per position, not 0.5.
+    ``w_i = min_timescale * exp(-i * log(max_timescale / min_timescale) / max(d/2 - 1,
+    1))``. The code *multiplies* by ``min_timescale`` where the docstring's "timescales
+    from min to max" would divide, so the two agree only at ``min_timescale = 1`` (the
+    default, and what the published models use): then the sequence runs from 1 to
+    exactly ``1 / max_timescale``. With ``min_timescale = 2`` pair 0 turns at 2 radians
+    per position, not 0.5.
 
     Args:
         dim: number of features ``d`` (even, at least 2).
-        min_timescale: tensor2tensor's ``min_timescale``: pair 0's frequency, as its code uses it.
+        min_timescale: tensor2tensor's ``min_timescale``: pair 0's frequency, as its
+            code uses it.
         max_timescale: tensor2tensor's ``max_timescale``.
 
     Returns:
-        float64 array ``(d/2,)``, decreasing (one entry, ``min_timescale``, for ``d = 2``).
+        float64 array ``(d/2,)``, decreasing (one entry, ``min_timescale``, for
+        ``d = 2``).
     """
     dim = _checks.even_int("dim", dim)
     low = _checks.real("min_timescale", min_timescale)
@@ -93,17 +98,22 @@ def tensor2tensor_frequencies(
 
 
 def tensor2tensor_timing_signal(
-    num_positions: int, dim: int, *, min_timescale: float = 1.0, max_timescale: float = 1.0e4
+    num_positions: int,
+    dim: int,
+    *,
+    min_timescale: float = 1.0,
+    max_timescale: float = 1.0e4,
 ) -> np.ndarray:
     """tensor2tensor's timing signal: sines of all frequencies, then cosines.
 
-    The frequencies are :func:`tensor2tensor_frequencies`, not the paper's. tensor2tensor
-    pads an odd width with a column of zeros; this function does the same, so that the
-    book can show that odd widths have no canonical answer.
+    The frequencies are :func:`tensor2tensor_frequencies`, not the paper's.
+    tensor2tensor pads an odd width with a column of zeros; this function does the same,
+    so that the book can show that odd widths have no canonical answer.
 
     Args:
         num_positions: number of rows ``n`` (positions start at 0).
-        dim: number of features ``d`` (at least 2; an odd ``d`` gets a zero last column).
+        dim: number of features ``d`` (at least 2; an odd ``d`` gets a zero last
+            column).
         min_timescale: see :func:`tensor2tensor_frequencies`.
         max_timescale: see :func:`tensor2tensor_frequencies`.
 
@@ -159,7 +169,9 @@ def sinusoidal_table(
     return table
 
 
-def rotation_matrix(k: float, dim: int, *, base: float = 10000.0, layout: str = "interleaved") -> np.ndarray:
+def rotation_matrix(
+    k: float, dim: int, *, base: float = 10000.0, layout: str = "interleaved"
+) -> np.ndarray:
     """The matrix ``R(k)`` with ``PE[pos + k] = R(k) @ PE[pos]`` for every position.
 
     In the interleaved layout it is block diagonal, one 2x2 block per frequency::
@@ -201,30 +213,42 @@ class SinusoidalPositionalEncoding(nn.Module):
         base: the constant of the formula.
         layout: ``"interleaved"`` or ``"halves"``.
 
-    ``forward(x)`` takes ``x`` of shape ``(batch, seq, dim)`` with ``seq <= max_len`` and
-    returns ``x + table[:seq]`` with the same shape and dtype.
+    ``forward(x)`` takes ``x`` of shape ``(batch, seq, dim)`` with ``seq <= max_len``
+    and returns ``x + table[:seq]`` with the same shape and dtype.
     """
 
-    def __init__(self, max_len: int, dim: int, *, base: float = 10000.0, layout: str = "interleaved"):
+    def __init__(
+        self,
+        max_len: int,
+        dim: int,
+        *,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+    ):
         super().__init__()
         self.max_len = _checks.positive_int("max_len", max_len)
         self.dim = _checks.even_int("dim", dim)
         self.base = _checks.base("base", base)
         self.layout = _checks.choice("layout", layout, LAYOUTS)
-        # A buffer follows .to(device) but is neither trained nor saved: it is a formula.
+        # A buffer follows .to(device) but is neither trained nor saved: it is a
+        # formula.
         self.register_buffer("table", self._build_table(), persistent=False)
 
     def _build_table(self) -> torch.Tensor:
-        # Kept in float64; forward casts it to the input's dtype. as_tensor follows the default
-        # device, so a module built under torch.device("meta") holds a meta table.
-        table = sinusoidal_table(self.max_len, self.dim, base=self.base, layout=self.layout)
+        # Kept in float64; forward casts it to the input's dtype. as_tensor follows the
+        # default device, so a module built under torch.device("meta") holds a meta
+        # table.
+        table = sinusoidal_table(
+            self.max_len, self.dim, base=self.base, layout=self.layout
+        )
         return torch.as_tensor(table, device=torch.get_default_device())
 
     def reset_parameters(self) -> None:
         """Recompute the table in place, on its current device.
 
-        A non-persistent buffer is not in a checkpoint, so a module built on the ``meta``
-        device and moved with ``to_empty()`` holds uninitialised memory until this runs.
+        A non-persistent buffer is not in a checkpoint, so a module built on the
+        ``meta`` device and moved with ``to_empty()`` holds uninitialised memory until
+        this runs.
         """
         with torch.device(self.table.device):
             self.table = self._build_table()
@@ -234,4 +258,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         return x + self.table[:seq].to(x.dtype)  # (b, s, d) + (s, d)
 
     def extra_repr(self) -> str:
-        return f"max_len={self.max_len}, dim={self.dim}, base={self.base}, layout={self.layout!r}"
+        return (
+            f"max_len={self.max_len}, dim={self.dim}, base={self.base}, "
+            f"layout={self.layout!r}"
+        )

@@ -2,35 +2,40 @@
 
     python tools/grade.py DIR [--out _build/grades.csv] [--timeout 600] [--jobs 1]
 
-``DIR/<student>/<chapter>.ipynb``, the chapters under their file names in ``book/`` (and in the
-student edition), are graded into a CSV with the columns ``student,chapter,exercise,passed,
-feedback``: one row per exercise of each submitted chapter (``passed`` is 1 or 0).
+``DIR/<student>/<chapter>.ipynb``, the chapters under their file names in ``book/`` (and
+in the student edition), are graded into a CSV with the columns
+``student,chapter,exercise,passed, feedback``: one row per exercise of each submitted
+chapter (``passed`` is 1 or 0).
 
 How a notebook is graded
 ------------------------
-1. The grader (this process) reads the notebook as JSON (a file that does not parse fails all
-   of its chapter's exercises) and adds a *capture cell* at the end of each exercise: just
-   before the next exercise's statement, or at the end of the notebook. An exercise starts at
-   its statement (the ``{exercise}`` block with its ``:label:``) or at the stub cell carrying
-   the metadata ``{"exercise": label}``, whichever comes first.
+1. The grader (this process) reads the notebook as JSON (a file that does not parse
+   fails all of its chapter's exercises) and adds a *capture cell* at the end of each
+   exercise: just before the next exercise's statement, or at the end of the notebook.
+   An exercise starts at its statement (the ``{exercise}`` block with its ``:label:``)
+   or at the stub cell carrying the metadata ``{"exercise": label}``, whichever comes
+   first.
 2. A child process (``--run-box``), with CPU-time, memory and file-size limits
-   (``resource.setrlimit``), runs the notebook cell by cell in a fresh kernel, in a temporary
-   working folder. The kernel is started by ``tools/sandbox.py``: clean environment, no
-   network, and (Landlock) no writes outside the working folder and no reads of this
-   repository beyond the companion package. A cell that raises does not stop the run; a time
-   out (``GRADE_TIMEOUT`` seconds for the notebook, default 600) or a dead kernel does.
-3. A capture cell writes the names the exercise asks for as plain data (JSON and ``.npy``,
-   :mod:`companion.exercises.wire`); for a function answer it calls the learner's function on
-   inputs the grader drew with a seed the notebook never sees, and writes the outputs. Right
-   after the capture cell, the child moves what it wrote out of the kernel's reach.
-4. The grader reads those files (``allow_pickle=False``; no pickle, no code) and calls each
-   exercise's checker itself, in its own process, which imported every checker before any
-   submission ran. Nothing the kernel prints or redefines (``check_...``, ``Feedback``,
-   ``numpy.allclose``) reaches it.
+   (``resource.setrlimit``), runs the notebook cell by cell in a fresh kernel, in a
+   temporary working folder. The kernel is started by ``tools/sandbox.py``: clean
+   environment, no network, and (Landlock) no writes outside the working folder and no
+   reads of this repository beyond the companion package. A cell that raises does not
+   stop the run; a time out (``GRADE_TIMEOUT`` seconds for the notebook, default 600) or
+   a dead kernel does.
+3. A capture cell writes the names the exercise asks for as plain data (JSON and
+   ``.npy``, :mod:`companion.exercises.wire`); for a function answer it calls the
+   learner's function on inputs the grader drew with a seed the notebook never sees, and
+   writes the outputs. Right after the capture cell, the child moves what it wrote out
+   of the kernel's reach.
+4. The grader reads those files (``allow_pickle=False``; no pickle, no code) and calls
+   each exercise's checker itself, in its own process, which imported every checker
+   before any submission ran. Nothing the kernel prints or redefines (``check_...``,
+   ``Feedback``, ``numpy.allclose``) reaches it.
 
-An exercise fails, with the reason in ``feedback``, if its answer is wrong or missing, if a cell
-of its own part of the notebook raised, if a cell before the first exercise raised, or if the
-notebook timed out or its kernel died before the exercise's capture cell ran.
+An exercise fails, with the reason in ``feedback``, if its answer is wrong or missing,
+if a cell of its own part of the notebook raised, if a cell before the first exercise
+raised, or if the notebook timed out or its kernel died before the exercise's capture
+cell ran.
 """
 
 from __future__ import annotations
@@ -58,7 +63,8 @@ if sys.argv[1:2] != ["--run-box"]:  # the child that runs a notebook needs none 
     import numpy as np
 
     import companion
-    from companion.exercises import registry, wire  # every checker, imported before any submission runs
+    # every checker, imported before any submission runs
+    from companion.exercises import registry, wire
     from companion.exercises.registry import CHAPTERS, Outcome
 
 SANDBOX = Path(__file__).with_name("sandbox.py")
@@ -69,19 +75,26 @@ CAPTURE_KEY = "grader-capture"
 
 @dataclass(frozen=True)
 class Limits:
-    timeout: float = 600.0  # wall-clock seconds to run the notebook's cells (kernel start-up aside)
-    cpu: int = 0  # CPU seconds per process (0: twice the timeout plus 30 s, for two threads)
+    # wall-clock seconds to run the notebook's cells (kernel start-up aside)
+    timeout: float = 600.0
+    # CPU seconds per process (0: twice the timeout plus 30 s, for two threads)
+    cpu: int = 0
     memory_mb: int = 4096  # address space per process
     file_mb: int = 256  # largest file a process may write
 
     @classmethod
     def from_env(cls) -> "Limits":
         env = os.environ
-        return cls(float(env.get("GRADE_TIMEOUT", 600)), int(env.get("GRADE_CPU", 0)),
-                   int(env.get("GRADE_MEMORY_MB", 4096)), int(env.get("GRADE_FILE_MB", 256)))
+        return cls(
+            float(env.get("GRADE_TIMEOUT", 600)),
+            int(env.get("GRADE_CPU", 0)),
+            int(env.get("GRADE_MEMORY_MB", 4096)),
+            int(env.get("GRADE_FILE_MB", 256)),
+        )
 
     def apply(self) -> None:
-        """Called by the child at its start: the kernel it starts inherits these limits."""
+        """Called by the child at its start: the kernel it starts inherits these
+        limits."""
         cpu = int(self.cpu or 2 * self.timeout + 30)
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         memory = self.memory_mb << 20
@@ -91,15 +104,24 @@ class Limits:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-# ---- preparing a notebook (grader side, no code runs) ----------------------------------------
+# ---- preparing a notebook (grader side, no code runs) --------------------------------
 
 def exercise_starts(nb: dict, labels: list[str]) -> dict[str, int]:
-    """Index of the cell where each exercise starts: its statement or its stub, if present."""
+    """Index of the cell where each exercise starts: its statement or its stub, if
+    present."""
     starts: dict[str, int] = {}
     for i, cell in enumerate(nb["cells"]):
         source = _source(cell)
-        found = [label for label in labels if f"{{exercise}}" in source and _labelled(source, label)]
-        meta = cell.get("metadata", {}).get("exercise") if isinstance(cell.get("metadata"), dict) else None
+        found = [
+            label
+            for label in labels
+            if f"{{exercise}}" in source and _labelled(source, label)
+        ]
+        meta = (
+            cell.get("metadata", {}).get("exercise")
+            if isinstance(cell.get("metadata"), dict)
+            else None
+        )
         if meta in labels:
             found.append(meta)
         for label in found:
@@ -108,8 +130,11 @@ def exercise_starts(nb: dict, labels: list[str]) -> dict[str, int]:
 
 
 def _labelled(source: str, label: str) -> bool:
-    return any(line.strip() == f":label: {label}" or line.strip().replace(" ", "") == f":label:{label}"
-               for line in source.splitlines())
+    return any(
+        line.strip() == f":label: {label}"
+        or line.strip().replace(" ", "") == f":label:{label}"
+        for line in source.splitlines()
+    )
 
 
 def _source(cell) -> str:
@@ -120,23 +145,27 @@ def _source(cell) -> str:
 def capture_cell(label: str) -> dict:
     ex = registry.EXERCISES[label]
     call = ex.function.kernel_call if ex.function else None
-    # wire.py is loaded from its file, fresh: whatever the notebook did to sys.modules, and
-    # without importing companion.exercises (and torch) into a kernel that did not.
-    code = ("def _grader_capture():\n"
-            "    import importlib.util\n"
-            f"    spec = importlib.util.spec_from_file_location('_grader_wire', {str(Path(wire.__file__))!r})\n"
-            "    module = importlib.util.module_from_spec(spec)\n"
-            "    spec.loader.exec_module(module)\n"
-            f"    module.capture(globals(), {label!r}, {'_grader/' + label!r}, {ex.names!r}, {call!r})\n"
-            "_grader_capture()\n"
-            "del _grader_capture")
+    # wire.py is loaded from its file, fresh: whatever the notebook did to sys.modules,
+    # and without importing companion.exercises (and torch) into a kernel that did not.
+    code = (
+        "def _grader_capture():\n"
+        "    import importlib.util\n"
+        "    spec = importlib.util.spec_from_file_location('_grader_wire', "
+        f"{str(Path(wire.__file__))!r})\n"
+        "    module = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(module)\n"
+        f"    module.capture(globals(), {label!r}, {'_grader/' + label!r}, "
+        f"{ex.names!r}, {call!r})\n"
+        "_grader_capture()\n"
+        "del _grader_capture"
+    )
     return {"cell_type": "code", "execution_count": None, "id": f"grader-{label}"[:64],
             "metadata": {CAPTURE_KEY: label}, "outputs": [], "source": code}
 
 
 def prepare(nb: dict, chapter: str) -> tuple[dict, dict[str, tuple[int, int]]]:
-    """The notebook with a capture cell per exercise; and, per label, the (first, last) index
-    of its own cells in the prepared notebook, capture cell included."""
+    """The notebook with a capture cell per exercise; and, per label, the (first, last)
+    index of its own cells in the prepared notebook, capture cell included."""
     labels = [ex.label for ex in registry.chapter_exercises(chapter)]
     starts = exercise_starts(nb, labels)
     cells = [c for c in nb["cells"] if isinstance(c, dict)]
@@ -171,10 +200,11 @@ def prepare(nb: dict, chapter: str) -> tuple[dict, dict[str, tuple[int, int]]]:
 
 
 def write_inputs(box: Path, chapter: str, rng) -> dict[str, tuple[int, list]]:
-    """Inputs for the chapter's function answers, in ``box/inputs`` (out of the kernel's reach).
+    """Inputs for the chapter's function answers, in ``box/inputs`` (out of the kernel's
+    reach).
 
-    Returns, per label, the number of public cases (the checker's own, replayed to it) and the
-    secret cases with their right outputs, kept in this process."""
+    Returns, per label, the number of public cases (the checker's own, replayed to it)
+    and the secret cases with their right outputs, kept in this process."""
     plans = {}
     for ex in registry.chapter_exercises(chapter):
         if ex.function is None:
@@ -187,17 +217,43 @@ def write_inputs(box: Path, chapter: str, rng) -> dict[str, tuple[int, list]]:
     return plans
 
 
-# ---- running a notebook (the child process) -----------------------------------------------------
+# ---- running a notebook (the child process) ------------------------------------------
 
 def read_dirs() -> list[str]:
-    """What the kernel may read: Python, its packages, the companion package, system files."""
-    dirs = {sys.base_prefix, sys.prefix, sys.exec_prefix, str(Path(companion.__file__).parent),
-            str(Path(sys.executable).resolve().parent)}
+    """What the kernel may read: Python, its packages, the companion package, system
+    files."""
+    dirs = {
+        sys.base_prefix,
+        sys.prefix,
+        sys.exec_prefix,
+        str(Path(companion.__file__).parent),
+        str(Path(sys.executable).resolve().parent),
+    }
     dirs |= {p for p in sys.path if p and Path(p).is_dir() and "site-packages" in p}
-    system = ["/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/sys", "/dev/urandom",
-              "/dev/random", "/dev/zero", "/proc", "/etc/ld.so.cache", "/etc/ld.so.conf",
-              "/etc/ld.so.conf.d", "/etc/localtime", "/etc/passwd", "/etc/group",
-              "/etc/nsswitch.conf", "/etc/hosts", "/etc/fonts", "/etc/ssl", "/etc/mime.types"]
+    system = [
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/lib32",
+        "/bin",
+        "/sbin",
+        "/sys",
+        "/dev/urandom",
+        "/dev/random",
+        "/dev/zero",
+        "/proc",
+        "/etc/ld.so.cache",
+        "/etc/ld.so.conf",
+        "/etc/ld.so.conf.d",
+        "/etc/localtime",
+        "/etc/passwd",
+        "/etc/group",
+        "/etc/nsswitch.conf",
+        "/etc/hosts",
+        "/etc/fonts",
+        "/etc/ssl",
+        "/etc/mime.types",
+    ]
     return sorted(dirs) + [p for p in system if Path(p).exists()]
 
 
@@ -214,28 +270,55 @@ def run_box(box: Path) -> None:
     Limits(*job["limits"]).apply()  # before the kernel starts: it inherits them
     work = box / "work"
     (work / ".mpl").mkdir(parents=True, exist_ok=True)
-    for cache in Path(job["mpl_cache"]).glob("fontlist-*.json") if job["mpl_cache"] else []:
+    for cache in (
+        Path(job["mpl_cache"]).glob("fontlist-*.json") if job["mpl_cache"] else []
+    ):
         shutil.copy(cache, work / ".mpl" / cache.name)
     argv = [sys.executable, str(SANDBOX), "--work", str(work)]
     for folder in job["read"]:
         argv += ["--read", folder]
-    argv += ["--", sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    argv += [
+        "--",
+        sys.executable,
+        "-m",
+        "ipykernel_launcher",
+        "-f",
+        "{connection_file}",
+    ]
 
     class Specs(KernelSpecManager):
         def get_kernel_spec(self, kernel_name):
-            return KernelSpec(argv=argv, display_name="graded", language="python", resource_dir=str(box))
+            return KernelSpec(
+                argv=argv,
+                display_name="graded",
+                language="python",
+                resource_dir=str(box),
+            )
 
     status: dict = {"errors": [], "ran": [], "stopped": None}
 
     def save():
         (box / "status.json").write_text(json.dumps(status), encoding="utf-8")
 
-    nb = nbformat.reads((box / "prepared.ipynb").read_text(encoding="utf-8"), as_version=4)
-    km = AsyncKernelManager(kernel_name="graded", kernel_spec_manager=Specs(), transport="ipc",
-                       ip=str(work / "k"), connection_file=str(work / "kernel.json"))
-    client = NotebookClient(nb, km=km, timeout=max(1, int(job["timeout"])), allow_errors=True, record_timing=False,
-                            startup_timeout=120,
-                            resources={"metadata": {"path": str(work)}})
+    nb = nbformat.reads(
+        (box / "prepared.ipynb").read_text(encoding="utf-8"), as_version=4
+    )
+    km = AsyncKernelManager(
+        kernel_name="graded",
+        kernel_spec_manager=Specs(),
+        transport="ipc",
+        ip=str(work / "k"),
+        connection_file=str(work / "kernel.json"),
+    )
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=max(1, int(job["timeout"])),
+        allow_errors=True,
+        record_timing=False,
+        startup_timeout=120,
+        resources={"metadata": {"path": str(work)}},
+    )
     started = time.monotonic()
     if os.environ.get("GRADE_DEBUG"):
         import faulthandler
@@ -243,21 +326,32 @@ def run_box(box: Path) -> None:
         faulthandler.dump_traceback_later(job["timeout"] + 10)
     try:
         with client.setup_kernel():
-            deadline = time.monotonic() + job["timeout"]  # the notebook's time, from a ready kernel
+            # the notebook's time, from a ready kernel
+            deadline = time.monotonic() + job["timeout"]
             if os.environ.get("GRADE_DEBUG"):
-                print(f"kernel started in {time.monotonic() - started:.2f} s", file=sys.stderr)
+                print(
+                    f"kernel started in {time.monotonic() - started:.2f} s",
+                    file=sys.stderr,
+                )
             if km.provisioner and getattr(km.provisioner, "process", None):
                 (box / "kernel.pid").write_text(str(km.provisioner.process.pid))
             sandbox = work / ".sandbox"
-            status["sandbox"] = sandbox.read_text()[:500] if sandbox.is_file() else "unknown"
+            status["sandbox"] = (
+                sandbox.read_text()[:500] if sandbox.is_file() else "unknown"
+            )
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
                 label = cell.metadata.get(CAPTURE_KEY)
                 target = work / "_grader" / label if label else None
                 if label:
-                    shutil.rmtree(target, ignore_errors=True) if target.is_dir() and not target.is_symlink() else (
-                        target.unlink() if target.is_symlink() or target.exists() else None)
+                    shutil.rmtree(
+                        target, ignore_errors=True
+                    ) if target.is_dir() and not target.is_symlink() else (
+                        target.unlink()
+                        if target.is_symlink() or target.exists()
+                        else None
+                    )
                     if (box / "inputs" / label).is_dir():
                         shutil.copytree(box / "inputs" / label, target)
                 remaining = deadline - time.monotonic()
@@ -267,10 +361,22 @@ def run_box(box: Path) -> None:
                 started = time.monotonic()
                 client.execute_cell(cell, index)
                 if os.environ.get("GRADE_DEBUG"):
-                    print(f"cell {index}: {time.monotonic() - started:.2f} s", file=sys.stderr)
-                error = next((o for o in cell.outputs if o.get("output_type") == "error"), None)
+                    print(
+                        f"cell {index}: {time.monotonic() - started:.2f} s",
+                        file=sys.stderr,
+                    )
+                error = next(
+                    (o for o in cell.outputs if o.get("output_type") == "error"), None
+                )
                 if error is not None:
-                    status["errors"].append({"cell": index, "error": f"{error.get('ename')}: {error.get('evalue')}"[:400]})
+                    status["errors"].append(
+                        {
+                            "cell": index,
+                            "error": f"{error.get('ename')}: {error.get('evalue')}"[
+                                :400
+                            ],
+                        }
+                    )
                 if label:
                     captured = box / "captured" / label
                     captured.parent.mkdir(exist_ok=True)
@@ -281,16 +387,21 @@ def run_box(box: Path) -> None:
     except (CellTimeoutError, TimeoutError):
         status["stopped"] = f"the notebook ran out of time (limit {job['timeout']:g} s)"
     except DeadKernelError as err:
-        status["stopped"] = f"the kernel died ({str(err)[:200]}); a memory or CPU limit may have stopped it"
+        status["stopped"] = (
+            f"the kernel died ({str(err)[:200]}); a memory or CPU limit may have "
+            "stopped it"
+        )
     except Exception as err:  # noqa: BLE001 - any other failure is the notebook's
-        status["stopped"] = f"the notebook could not run: {type(err).__name__}: {str(err)[:300]}"
+        status["stopped"] = (
+            f"the notebook could not run: {type(err).__name__}: {str(err)[:300]}"
+        )
     finally:
         save()
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
 
 
-# ---- grading (grader side) ----------------------------------------------------------------------
+# ---- grading (grader side) -----------------------------------------------------------
 
 @dataclass
 class Row:
@@ -304,7 +415,11 @@ class Row:
 def _outcomes(folder: Path, count: int, cases_status: list) -> list:
     outcomes = []
     for i in range(count):
-        state = cases_status[i] if i < len(cases_status) and isinstance(cases_status[i], str) else "did not run"
+        state = (
+            cases_status[i]
+            if i < len(cases_status) and isinstance(cases_status[i], str)
+            else "did not run"
+        )
         if state != "ok":
             outcomes.append(Outcome(state[:300]))
             continue
@@ -324,7 +439,11 @@ def grade_capture(ex, folder: Path, plan) -> tuple[bool, str]:
         return False, "the grader found no answer (its capture cell did not finish)"
     state = status.get("state")
     if state == "missing":
-        return False, f"not defined: {', '.join(map(str, status.get('missing', [])))[:200]} (the exercise asks for {ex.name})"
+        return (
+            False,
+            f"not defined: {', '.join(map(str, status.get('missing', [])))[:200]} (the "
+            f"exercise asks for {ex.name})",
+        )
     if state == "error":
         return False, f"the answer could not be read: {str(status.get('error'))[:300]}"
     if state == "value" and ex.function is None:
@@ -337,13 +456,17 @@ def grade_capture(ex, folder: Path, plan) -> tuple[bool, str]:
         n_public, secret = plan
         cases = status.get("cases") if isinstance(status.get("cases"), list) else []
         outcomes = _outcomes(folder, n_public + len(secret), cases)
-        feedback = registry.grade_function(ex, outcomes[:n_public], secret, outcomes[n_public:])
+        feedback = registry.grade_function(
+            ex, outcomes[:n_public], secret, outcomes[n_public:]
+        )
     else:
         return False, "the grader found no answer"
     return bool(feedback.ok), repr(feedback)
 
 
-def grade_notebook(student: str, path: Path, limits: Limits, tmp_root: str | None = None) -> list[Row]:
+def grade_notebook(
+    student: str, path: Path, limits: Limits, tmp_root: str | None = None
+) -> list[Row]:
     chapter = path.stem
     exercises = registry.chapter_exercises(chapter)
 
@@ -352,7 +475,9 @@ def grade_notebook(student: str, path: Path, limits: Limits, tmp_root: str | Non
 
     try:
         if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-            return all_failed(f"the notebook is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB")
+            return all_failed(
+                f"the notebook is larger than {MAX_NOTEBOOK_BYTES >> 20} MiB"
+            )
         nb = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
             raise ValueError("no list of cells")
@@ -360,7 +485,9 @@ def grade_notebook(student: str, path: Path, limits: Limits, tmp_root: str | Non
 
         nbformat.validate(nbformat.from_dict(nb), relax_add_props=True)
     except Exception as err:  # noqa: BLE001 - any unreadable file is the submission's
-        return all_failed(f"the notebook does not parse: {type(err).__name__}: {str(err)[:200]}")
+        return all_failed(
+            f"the notebook does not parse: {type(err).__name__}: {str(err)[:200]}"
+        )
     nb.setdefault("metadata", {})
     nb.setdefault("nbformat", 4)
     nb.setdefault("nbformat_minor", 5)
@@ -370,14 +497,31 @@ def grade_notebook(student: str, path: Path, limits: Limits, tmp_root: str | Non
         (box / "work").mkdir()
         plans = write_inputs(box, chapter, np.random.default_rng(secrets.randbits(128)))
         (box / "prepared.ipynb").write_text(json.dumps(prepared), encoding="utf-8")
-        (box / "job.json").write_text(json.dumps({
-            "timeout": limits.timeout, "limits": [limits.timeout, limits.cpu, limits.memory_mb, limits.file_mb],
-            "read": read_dirs(), "mpl_cache": _mpl_cache()}), encoding="utf-8")
-        child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--run-box", str(box)],
-                                 start_new_session=True,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        (box / "job.json").write_text(
+            json.dumps(
+                {
+                    "timeout": limits.timeout,
+                    "limits": [
+                        limits.timeout,
+                        limits.cpu,
+                        limits.memory_mb,
+                        limits.file_mb,
+                    ],
+                    "read": read_dirs(),
+                    "mpl_cache": _mpl_cache(),
+                }
+            ),
+            encoding="utf-8",
+        )
+        child = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--run-box", str(box)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         try:
-            _, stderr = child.communicate(timeout=limits.timeout + 180)  # start-up and shutdown
+            # start-up and shutdown
+            _, stderr = child.communicate(timeout=limits.timeout + 180)
         except subprocess.TimeoutExpired:
             _kill(child.pid, box)
             _, stderr = child.communicate()
@@ -387,27 +531,65 @@ def grade_notebook(student: str, path: Path, limits: Limits, tmp_root: str | Non
         status = wire.read_json(box / "status.json") or {}
         stopped = status.get("stopped")
         if not status and child.returncode:
-            tail = stderr.decode(errors="replace").strip().splitlines()[-1:] if stderr else []
-            stopped = f"the grading process failed (exit {child.returncode}) {' '.join(tail)[:300]}"
-        errors = status.get("errors", []) if isinstance(status.get("errors"), list) else []
+            tail = (
+                stderr.decode(errors="replace").strip().splitlines()[-1:]
+                if stderr
+                else []
+            )
+            stopped = (
+                f"the grading process failed (exit {child.returncode}) "
+                f"{' '.join(tail)[:300]}"
+            )
+        errors = (
+            status.get("errors", []) if isinstance(status.get("errors"), list) else []
+        )
         first_exercise = min((first for first, _ in spans.values()), default=0)
         rows = []
         for ex in exercises:
             first, last = spans[ex.label]
-            own = [e for e in errors if isinstance(e, dict) and isinstance(e.get("cell"), int)
-                   and (first <= e["cell"] <= last or e["cell"] < first_exercise)]
+            own = [
+                e
+                for e in errors
+                if isinstance(e, dict)
+                and isinstance(e.get("cell"), int)
+                and (first <= e["cell"] <= last or e["cell"] < first_exercise)
+            ]
             folder = box / "captured" / ex.label
             if ex.label not in status.get("ran", []):
-                rows.append(Row(student, chapter, ex.label, False,
-                                f"not graded: {stopped or 'the notebook stopped before this exercise'}"))
+                rows.append(
+                    Row(
+                        student,
+                        chapter,
+                        ex.label,
+                        False,
+                        "not graded: "
+                        f"{stopped or 'the notebook stopped before this exercise'}",
+                    )
+                )
             elif own:
-                where = "a cell before the exercises" if own[0]["cell"] < first_exercise else "a cell of this exercise"
-                rows.append(Row(student, chapter, ex.label, False, f"{where} raised {own[0]['error']}"))
+                where = (
+                    "a cell before the exercises"
+                    if own[0]["cell"] < first_exercise
+                    else "a cell of this exercise"
+                )
+                rows.append(
+                    Row(
+                        student,
+                        chapter,
+                        ex.label,
+                        False,
+                        f"{where} raised {own[0]['error']}",
+                    )
+                )
             else:
                 try:
                     passed, feedback = grade_capture(ex, folder, plans.get(ex.label))
-                except Exception as err:  # noqa: BLE001 - one exercise's trouble stops nothing
-                    passed, feedback = False, f"grader error: {type(err).__name__}: {str(err)[:300]}"
+                except Exception as err:  # noqa: BLE001
+                    # one exercise's trouble stops nothing
+                    passed, feedback = (
+                        False,
+                        f"grader error: {type(err).__name__}: {str(err)[:300]}",
+                    )
                 rows.append(Row(student, chapter, ex.label, passed, feedback))
         return rows
     finally:
@@ -445,19 +627,26 @@ def _mpl_cache() -> str:
 
 
 def submissions(folder: Path) -> tuple[list[tuple[str, Path]], list[str]]:
-    """(student, notebook) pairs to grade, and warnings about files that are not chapters."""
+    """(student, notebook) pairs to grade, and warnings about files that are not
+    chapters."""
     jobs, warnings = [], []
     chapters = set(CHAPTERS.values())
-    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+    for student in sorted(
+        p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+    ):
         for nb in sorted(student.glob("*.ipynb")):
             if nb.stem in chapters:
                 jobs.append((student.name, nb))
             else:
-                warnings.append(f"{student.name}/{nb.name}: not a chapter file name, skipped")
+                warnings.append(
+                    f"{student.name}/{nb.name}: not a chapter file name, skipped"
+                )
     return jobs, warnings
 
 
-def grade(folder: Path, out: Path, limits: Limits, jobs: int = 1, progress: bool = True) -> list[Row]:
+def grade(
+    folder: Path, out: Path, limits: Limits, jobs: int = 1, progress: bool = True
+) -> list[Row]:
     from tqdm import tqdm
 
     todo, warnings = submissions(folder)
@@ -466,15 +655,26 @@ def grade(folder: Path, out: Path, limits: Limits, jobs: int = 1, progress: bool
     results: dict[int, list[Row]] = {}
     bar = tqdm(total=len(todo), unit="notebook", disable=not progress, file=sys.stderr)
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(grade_notebook, student, nb, limits): i for i, (student, nb) in enumerate(todo)}
+        futures = {
+            pool.submit(grade_notebook, student, nb, limits): i
+            for i, (student, nb) in enumerate(todo)
+        }
         for future in concurrent.futures.as_completed(futures):
             i = futures[future]
             student, nb = todo[i]
             try:
                 results[i] = future.result()
             except Exception as err:  # noqa: BLE001 - grading goes on
-                results[i] = [Row(student, nb.stem, ex.label, False, f"grader error: {type(err).__name__}: {err}")
-                              for ex in registry.chapter_exercises(nb.stem)]
+                results[i] = [
+                    Row(
+                        student,
+                        nb.stem,
+                        ex.label,
+                        False,
+                        f"grader error: {type(err).__name__}: {err}",
+                    )
+                    for ex in registry.chapter_exercises(nb.stem)
+                ]
             bar.set_postfix_str(f"{student}/{nb.stem}")
             bar.update()
     bar.close()
@@ -484,7 +684,9 @@ def grade(folder: Path, out: Path, limits: Limits, jobs: int = 1, progress: bool
         writer = csv.writer(handle)
         writer.writerow(FIELDS)
         for row in rows:
-            writer.writerow([row.student, row.chapter, row.exercise, int(row.passed), row.feedback])
+            writer.writerow(
+                [row.student, row.chapter, row.exercise, int(row.passed), row.feedback]
+            )
     print(summary(rows))
     print(f"{len(rows)} rows written to {out}")
     return rows
@@ -495,9 +697,15 @@ def summary(rows: list[Row]) -> str:
     for student in sorted({r.student for r in rows}):
         mine = [r for r in rows if r.student == student]
         chapters = sorted({r.chapter for r in mine})
-        parts = [f"{c[:2]}: {sum(r.passed for r in mine if r.chapter == c)}/{sum(r.chapter == c for r in mine)}"
-                 for c in chapters]
-        lines.append(f"{student}: {sum(r.passed for r in mine)}/{len(mine)} exercises passed ({', '.join(parts)})")
+        parts = [
+            f"{c[:2]}: {sum(r.passed for r in mine if r.chapter == c)}/"
+            f"{sum(r.chapter == c for r in mine)}"
+            for c in chapters
+        ]
+        lines.append(
+            f"{student}: {sum(r.passed for r in mine)}/{len(mine)} exercises passed "
+            f"({', '.join(parts)})"
+        )
     return "\n".join(lines)
 
 
@@ -505,12 +713,26 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--run-box":
         run_box(Path(sys.argv[2]))
         return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("submissions", type=Path, help="a folder with one folder of notebooks per student")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "submissions",
+        type=Path,
+        help="a folder with one folder of notebooks per student",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "grades.csv")
-    parser.add_argument("--timeout", type=float, help="seconds per notebook (default: $GRADE_TIMEOUT or 600)")
-    parser.add_argument("--jobs", type=int, default=int(os.environ.get("GRADE_JOBS", 1)),
-                        help="notebooks graded at once (default: $GRADE_JOBS or 1)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds per notebook (default: $GRADE_TIMEOUT or 600)",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=int(os.environ.get("GRADE_JOBS", 1)),
+        help="notebooks graded at once (default: $GRADE_JOBS or 1)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     if not args.submissions.is_dir():

@@ -1,21 +1,23 @@
-"""Build the student edition: the chapters without their solutions, and a website from them.
+"""Build the student edition: the chapters without their solutions, and a website from
+them.
 
-    python tools/student.py                   # notebooks and website into _build/student/
-    python tools/student.py --notebooks-only  # only _build/student/notebooks/
+    python tools/student.py                   # notebooks and website into
+    _build/student/ python tools/student.py --notebooks-only  # only
+    _build/student/notebooks/
 
-For every ``{exercise}`` the student notebook keeps the statement. Everything between its
-``{solution-start}`` and ``{solution-end}`` fences (the fences, explanations, solution code
-and its outputs) is replaced by two cells: a stub naming what to write (cell metadata
-``{"exercise": label}``, which the grader uses) and a cell that calls the checker. A plain
-``{solution}`` block is removed the same way. The registry
+For every ``{exercise}`` the student notebook keeps the statement. Everything between
+its ``{solution-start}`` and ``{solution-end}`` fences (the fences, explanations,
+solution code and its outputs) is replaced by two cells: a stub naming what to write
+(cell metadata ``{"exercise": label}``, which the grader uses) and a cell that calls the
+checker. A plain ``{solution}`` block is removed the same way. The registry
 (:mod:`companion.exercises.registry`) gives the name and the checker of each exercise.
 
 The website is built by Jupyter Book from a staging copy of the sources in
-``_build/.student-build/`` (the student notebooks, the other pages of ``book/`` except the
-instructor's guide, and ``_config.yml`` and ``_toc.yml`` with the student overlay: exercises
-numbered per chapter, no links to the repository's sources), then copied to
-``_build/student/html``. Pages, downloadable sources and the search index all come from the
-student notebooks, so no solution reaches them.
+``_build/.student-build/`` (the student notebooks, the other pages of ``book/`` except
+the instructor's guide, and ``_config.yml`` and ``_toc.yml`` with the student overlay:
+exercises numbered per chapter, no links to the repository's sources), then copied to
+``_build/student/html``. Pages, downloadable sources and the search index all come from
+the student notebooks, so no solution reaches them.
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ from companion.exercises.registry import EXERCISES  # noqa: E402
 INSTRUCTOR_ONLY = {"instructors.md"}
 OVERLAY = ROOT / "tools" / "student_config.yml"
 
-FENCE_OPEN = re.compile(r"^(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[a-z-]+)\}\s*(?P<arg>\S*)")
-EXERCISE_LABEL = re.compile(r"^(`{3,}|:{3,})\s*\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", re.M)
+FENCE_OPEN = re.compile(
+    r"^(?P<fence>`{3,}|:{3,})\s*\{(?P<name>[a-z-]+)\}\s*(?P<arg>\S*)"
+)
+EXERCISE_LABEL = re.compile(
+    r"^(`{3,}|:{3,})\s*\{exercise\}[^\n]*\n(?::[^\n]*\n)*?:label:\s*(\S+)", re.M
+)
 
 
 class StripError(ValueError):
@@ -55,7 +61,8 @@ def exercise_labels(nb) -> list[str]:
 
 
 def _directive_end(lines: list[str], start: int, fence: str) -> int:
-    """Index of the line closing the directive opened at ``lines[start]`` (nested fences allowed)."""
+    """Index of the line closing the directive opened at ``lines[start]`` (nested fences
+    allowed)."""
     depth = 0
     for i in range(start + 1, len(lines)):
         stripped = lines[i].strip()
@@ -70,7 +77,9 @@ def _directive_end(lines: list[str], start: int, fence: str) -> int:
 
 
 def _new_cell(kind: str, source: str, cell_id: str, metadata: dict):
-    cell = (nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell)(source)
+    cell = (
+        nbformat.v4.new_code_cell if kind == "code" else nbformat.v4.new_markdown_cell
+    )(source)
     cell.id = cell_id
     cell.metadata = metadata
     return cell
@@ -79,18 +88,23 @@ def _new_cell(kind: str, source: str, cell_id: str, metadata: dict):
 def stub_cells(label: str) -> list:
     """The two cells that stand where the solution of ``label`` was."""
     ex = EXERCISES[label]
-    return [_new_cell("code", ex.stub(), f"{label}-stub", {"exercise": label}),
-            _new_cell("code", ex.check_call(), f"{label}-check", {"exercise-check": label})]
+    return [
+        _new_cell("code", ex.stub(), f"{label}-stub", {"exercise": label}),
+        _new_cell("code", ex.check_call(), f"{label}-check", {"exercise-check": label}),
+    ]
 
 
 def strip_notebook(nb):
-    """A copy of ``nb`` without solutions, with a stub and a checker call per exercise."""
+    """A copy of ``nb`` without solutions, with a stub and a checker call per
+    exercise."""
     nb = copy.deepcopy(nb)
     labels = exercise_labels(nb)
     unknown = [label for label in labels if label not in EXERCISES]
     if unknown:
-        raise StripError(f"exercises {unknown} are not in companion/exercises/registry.py: add one "
-                         "line per exercise there (its docstring says how)")
+        raise StripError(
+            f"exercises {unknown} are not in companion/exercises/registry.py: add one "
+            "line per exercise there (its docstring says how)"
+        )
     out, solving, placed = [], None, set()
 
     def close(label):
@@ -123,14 +137,18 @@ def strip_notebook(nb):
                 kept = []
                 solving = match.group("arg")
                 if solving not in labels:
-                    raise StripError(f"solution for {solving!r}, which has no exercise here")
+                    raise StripError(
+                        f"solution for {solving!r}, which has no exercise here"
+                    )
                 i = end + 1
                 continue
             if name == "solution":
                 end = _directive_end(lines, i, match.group("fence"))
                 label = match.group("arg")
                 if label not in labels:
-                    raise StripError(f"solution for {label!r}, which has no exercise here")
+                    raise StripError(
+                        f"solution for {label!r}, which has no exercise here"
+                    )
                 _flush(out, cell, kept)
                 kept = []
                 close(label)
@@ -143,7 +161,11 @@ def strip_notebook(nb):
         raise StripError(f"{{solution-start}} {solving} has no {{solution-end}}")
     for label in labels:  # an exercise without a solution still gets its stub
         if label not in placed:
-            at = next(i for i, c in enumerate(out) if c.cell_type == "markdown" and label in exercise_labels_of(c))
+            at = next(
+                i
+                for i, c in enumerate(out)
+                if c.cell_type == "markdown" and label in exercise_labels_of(c)
+            )
             out[at + 1:at + 1] = stub_cells(label)
     nb.cells = out
     return nb
@@ -154,8 +176,8 @@ def exercise_labels_of(cell) -> list[str]:
 
 
 def _flush(out: list, cell, kept: list[str]) -> None:
-    """Append what is left of a markdown cell, if anything; a cell split by a solution gets
-    a fresh id for its second part."""
+    """Append what is left of a markdown cell, if anything; a cell split by a solution
+    gets a fresh id for its second part."""
     text = "\n".join(kept).strip("\n")
     if not text.strip():
         return
@@ -181,12 +203,16 @@ def build_notebooks(notebooks: list[Path], out_dir: Path) -> list[Path]:
     return written
 
 
-# ---- the website ------------------------------------------------------------------------------
+# ---- the website ---------------------------------------------------------------------
 
 def _merge(base: dict, overlay: dict) -> dict:
     result = dict(base)
     for key, value in overlay.items():
-        result[key] = _merge(result[key], value) if isinstance(value, dict) and isinstance(result.get(key), dict) else value
+        result[key] = (
+            _merge(result[key], value)
+            if isinstance(value, dict) and isinstance(result.get(key), dict)
+            else value
+        )
     return result
 
 
@@ -198,7 +224,8 @@ def student_config(config: dict) -> dict:
 
 
 def student_toc(toc: dict) -> dict:
-    """The toc without instructor-only pages, chapters numbered (so exercises are "3.2")."""
+    """The toc without instructor-only pages, chapters numbered (so exercises are
+    "3.2")."""
     toc = copy.deepcopy(toc)
 
     def keep(entry):
@@ -206,7 +233,10 @@ def student_toc(toc: dict) -> dict:
 
     for part in toc.get("parts", []):
         part["chapters"] = [c for c in part.get("chapters", []) if keep(c)]
-        if any(re.match(r"\d\d_", Path(str(c.get("file", ""))).name) for c in part["chapters"]):
+        if any(
+            re.match(r"\d\d_", Path(str(c.get("file", ""))).name)
+            for c in part["chapters"]
+        ):
             part["numbered"] = True
     toc["parts"] = [p for p in toc.get("parts", []) if p["chapters"]]
     if "chapters" in toc:
@@ -222,21 +252,35 @@ def stage(student_notebooks: Path, staging: Path) -> None:
     for nb in student_notebooks.glob("*.ipynb"):
         shutil.copy2(nb, staging / "book" / nb.name)
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    extension_dirs = set((config.get("sphinx") or {}).get("local_extensions", {}) .values())
+    extension_dirs = set(
+        (config.get("sphinx") or {}).get("local_extensions", {}).values()
+    )
     for folder in extension_dirs:
         if (ROOT / folder).is_dir():
             shutil.copytree(ROOT / folder, staging / folder, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns("__pycache__"))
-    (staging / "_config.yml").write_text(yaml.safe_dump(student_config(config), sort_keys=False), encoding="utf-8")
+    (staging / "_config.yml").write_text(
+        yaml.safe_dump(student_config(config), sort_keys=False), encoding="utf-8"
+    )
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    (staging / "_toc.yml").write_text(yaml.safe_dump(student_toc(toc), sort_keys=False), encoding="utf-8")
+    (staging / "_toc.yml").write_text(
+        yaml.safe_dump(student_toc(toc), sort_keys=False), encoding="utf-8"
+    )
 
 
-def build_site(student_notebooks: Path, html_out: Path, work: Path, strict: bool) -> None:
+def build_site(
+    student_notebooks: Path, html_out: Path, work: Path, strict: bool
+) -> None:
     staging = work / "src"
     stage(student_notebooks, staging)
-    command = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(staging),
-               "--path-output", str(work / "out"), "--keep-going"]
+    command = [
+        str(Path(sys.executable).with_name("jupyter-book")),
+        "build",
+        str(staging),
+        "--path-output",
+        str(work / "out"),
+        "--keep-going",
+    ]
     if strict:
         command += ["--warningiserror", "--nitpick"]
     subprocess.run(command, check=True)
@@ -246,23 +290,37 @@ def build_site(student_notebooks: Path, html_out: Path, work: Path, strict: bool
 
 
 def build_site_from_book(out: Path, strict: bool = False) -> None:
-    """Student notebooks from book/ into ``out/notebooks``, and the website into ``out/html``."""
-    build_notebooks(sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")), out / "notebooks")
+    """Student notebooks from book/ into ``out/notebooks``, and the website into
+    ``out/html``."""
+    build_notebooks(
+        sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")), out / "notebooks"
+    )
     build_site(out / "notebooks", out / "html", out.parent / ".student-build", strict)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "_build" / "student")
     parser.add_argument("--notebooks-only", action="store_true")
-    parser.add_argument("--strict", action="store_true", help="fail on Sphinx warnings, as `make book` does")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on Sphinx warnings, as `make book` does",
+    )
     parser.add_argument("notebooks", nargs="*", type=Path)
     args = parser.parse_args()
     notebooks = args.notebooks or sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
     written = build_notebooks(notebooks, args.out / "notebooks")
     print(f"{len(written)} student notebooks in {args.out / 'notebooks'}")
     if not args.notebooks_only:
-        build_site(args.out / "notebooks", args.out / "html", args.out.parent / ".student-build", args.strict)
+        build_site(
+            args.out / "notebooks",
+            args.out / "html",
+            args.out.parent / ".student-build",
+            args.strict,
+        )
         print(f"The student edition is at {args.out / 'html' / 'index.html'}")
 
 

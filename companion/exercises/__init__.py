@@ -1,4 +1,5 @@
-"""Checkers for the chapters' exercises: ``check_...(answer)`` returns a :class:`Feedback`.
+"""Checkers for the chapters' exercises: ``check_...(answer)`` returns a
+:class:`Feedback`.
 
 A checker never raises on a wrong answer (wrong shapes and types included); it says
 what is off and what to look at. Each chapter's checkers live in ``chNN.py``.
@@ -22,4 +23,7 @@ from companion.exercises.ch14 import *  # noqa: F401,F403
 from companion.exercises.ch15 import *  # noqa: F401,F403
 from companion.exercises.ch16 import *  # noqa: F401,F403
 from companion.exercises.ch17 import *  # noqa: F401,F403
-from companion.exercises.registry import EXERCISES, Exercise  # noqa: E402 - needs the checkers above
+from companion.exercises.registry import (  # noqa: E402 - needs the checkers above
+    EXERCISES,
+    Exercise,
+)

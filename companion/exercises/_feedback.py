@@ -1,4 +1,5 @@
-"""The answer a checker gives: truthy when right, and a message that helps either way."""
+"""The answer a checker gives: truthy when right, and a message that helps either
+way."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from dataclasses import dataclass
 class Feedback:
     """Result of an exercise checker.
 
-    ``bool(feedback)`` is ``feedback.ok``, so a solution can ``assert check_...(answer)``;
-    the notebook displays ``message``, which hints at what to look at and never gives
-    the solution away.
+    ``bool(feedback)`` is ``feedback.ok``, so a solution can
+    ``assert check_...(answer)``; the notebook displays ``message``, which hints at what
+    to look at and never gives the solution away.
     """
 
     ok: bool
@@ -32,7 +33,8 @@ class Feedback:
 
 
 def _sentence(message: str) -> str:
-    """``message`` with a capital first letter, unless it starts with a name like ``w_i``."""
+    """``message`` with a capital first letter, unless it starts with a name like
+    ``w_i``."""
     first = message.split(" ", 1)[0]
     if first.isalpha() and first.islower():
         return message[0].upper() + message[1:]

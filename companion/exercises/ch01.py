@@ -24,8 +24,8 @@ __all__ = [
 # Weights lie in [0, 1]; a float32 result of the right permutation is within ~1e-7.
 _WEIGHT_ATOL = 1e-5
 
-# Cases for check_permuted_weights: (seq, perm). No perm is its own inverse, so a solution
-# that applies the inverse permutation is caught.
+# Cases for check_permuted_weights: (seq, perm). No perm is its own inverse, so a
+# solution that applies the inverse permutation is caught.
 _PERM_CASES = ((5, (1, 2, 0, 4, 3)), (4, (3, 0, 1, 2)))
 
 POOLED_SENTENCES = (
@@ -39,7 +39,8 @@ POOLED_SENTENCES = (
 
 
 def _as_array(value) -> np.ndarray | None:
-    """A float64 array from a tensor, array or nested list; None if that is impossible."""
+    """A float64 array from a tensor, array or nested list; None if that is
+    impossible."""
     try:
         if isinstance(value, torch.Tensor):
             return value.detach().cpu().to(torch.float64).numpy()
@@ -49,7 +50,8 @@ def _as_array(value) -> np.ndarray | None:
 
 
 def _attention_case(seq: int, perm: tuple[int, ...]):
-    """Weights for a seeded input and for its permutation, without touching the global RNG."""
+    """Weights for a seeded input and for its permutation, without touching the global
+    RNG."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(1234 + seq)
         attn = MultiHeadSelfAttention(8, 2).double()
@@ -66,7 +68,8 @@ def _attention_case(seq: int, perm: tuple[int, ...]):
 def check_permuted_weights(fn) -> Feedback:
     """``fn(weights, perm)`` must return the weights of the permuted input.
 
-    ``weights`` is a float64 tensor ``(1, 2, s, s)``, ``perm`` a 1-D int64 tensor of length ``s``.
+    ``weights`` is a float64 tensor ``(1, 2, s, s)``, ``perm`` a 1-D int64 tensor of
+    length ``s``.
     """
     if not callable(fn):
         return wrong(f"Expected a function fn(weights, perm), got {type(fn).__name__}")
@@ -78,9 +81,15 @@ def check_permuted_weights(fn) -> Feedback:
             return wrong(f"Your function raised {type(err).__name__}: {err}")
         got = _as_array(result)
         if got is None:
-            return wrong(f"Expected an array or tensor of shape {tuple(expected.shape)}, got {type(result).__name__}")
+            return wrong(
+                f"Expected an array or tensor of shape {tuple(expected.shape)}, got "
+                f"{type(result).__name__}"
+            )
         if got.shape != tuple(expected.shape):
-            return wrong(f"Expected an array of shape {tuple(expected.shape)} (batch, heads, seq, seq), got {got.shape}")
+            return wrong(
+                f"Expected an array of shape {tuple(expected.shape)} (batch, heads, "
+                f"seq, seq), got {got.shape}"
+            )
         exp, w = expected.numpy(), weights.numpy()
 
         def same(a, b):
@@ -91,24 +100,37 @@ def check_permuted_weights(fn) -> Feedback:
         inv = np.argsort(perm)
         p = list(perm)
         if same(got, w):
-            return wrong("These are the original weights: the tokens moved, so the matrix "
-                         "indexed by position moves too.")
+            return wrong(
+                "These are the original weights: the tokens moved, so the matrix "
+                "indexed by position moves too."
+            )
         if same(got, w[:, :, p]):
-            return wrong("The queries (rows) are in the new order, but each row still lists "
-                         "the keys in the old order.")
+            return wrong(
+                "The queries (rows) are in the new order, but each row still lists "
+                "the keys in the old order."
+            )
         if same(got, w[:, :, :, p]):
-            return wrong("The keys (columns) are in the new order, but the queries (rows) are "
-                         "still in the old order.")
+            return wrong(
+                "The keys (columns) are in the new order, but the queries (rows) are "
+                "still in the old order."
+            )
         if same(got, w[:, :, inv][:, :, :, inv]):
-            return wrong("This moves the tokens the opposite way: position i of the new input "
-                         "holds old token perm[i].")
+            return wrong(
+                "This moves the tokens the opposite way: position i of the new input "
+                "holds old token perm[i]."
+            )
         off = np.abs(got - exp)
         b, h, i, j = np.unravel_index(int(np.argmax(off)), off.shape)
-        return wrong(f"For seq={seq}, perm={p} your weights differ from those of attention run "
-                     f"on x[:, perm]: entry [{b}, {h}, {i}, {j}] (head {h}, query {i}, key {j}) "
-                     f"is off by {off[b, h, i, j]:.3g} (tolerance {_WEIGHT_ATOL:g}); which old "
-                     "token sits at each new position, as a query and as a key?")
-    return right("The weight between two tokens follows the tokens: rows and columns are both permuted.")
+        return wrong(
+            f"For seq={seq}, perm={p} your weights differ from those of attention run "
+            f"on x[:, perm]: entry [{b}, {h}, {i}, {j}] (head {h}, query {i}, key {j}) "
+            f"is off by {off[b, h, i, j]:.3g} (tolerance {_WEIGHT_ATOL:g}); which old "
+            "token sits at each new position, as a query and as a key?"
+        )
+    return right(
+        "The weight between two tokens follows the tokens: rows and columns are both "
+        "permuted."
+    )
 
 
 def _partition(labels) -> set[frozenset[int]]:
@@ -119,37 +141,66 @@ def _partition(labels) -> set[frozenset[int]]:
 
 
 def check_pooled_groups(labels) -> Feedback:
-    """Six labels for :data:`POOLED_SENTENCES`, equal where the pooled outputs are equal."""
+    """Six labels for :data:`POOLED_SENTENCES`, equal where the pooled outputs are
+    equal."""
     n = len(POOLED_SENTENCES)
     if isinstance(labels, (torch.Tensor, np.ndarray)):
         labels = labels.tolist()
     if isinstance(labels, (str, bytes)) or not isinstance(labels, (list, tuple)):
-        return wrong(f"Expected a list of {n} labels, one per sentence, got {type(labels).__name__}")
+        return wrong(
+            f"Expected a list of {n} labels, one per sentence, got "
+            f"{type(labels).__name__}"
+        )
     if len(labels) != n:
-        return wrong(f"Expected a list of {n} labels, one per sentence, got {len(labels)}")
+        return wrong(
+            f"Expected a list of {n} labels, one per sentence, got {len(labels)}"
+        )
     try:
         got = _partition(labels)
     except TypeError:
         return wrong("Each label must be a plain value such as an int or a str")
-    truth = _partition([frozenset(Counter(s.split()).items()) for s in POOLED_SENTENCES])
+    truth = _partition(
+        [frozenset(Counter(s.split()).items()) for s in POOLED_SENTENCES]
+    )
     if got == truth:
-        return right("Without positions the pooled output depends only on which words occur, and how often.")
+        return right(
+            "Without positions the pooled output depends only on which words occur, "
+            "and how often."
+        )
     if len(got) == n:
-        return wrong("You gave every sentence its own label; without positions, can attention see the order of the words?")
+        return wrong(
+            "You gave every sentence its own label; without positions, can attention "
+            "see the order of the words?"
+        )
     if len(got) == 1:
-        return wrong("You gave all sentences one label; sentences with different words give different outputs.")
+        return wrong(
+            "You gave all sentences one label; sentences with different words give "
+            "different outputs."
+        )
     as_sets = _partition([frozenset(s.split()) for s in POOLED_SENTENCES])
     if got == as_sets:
-        return wrong("Mean pooling averages over tokens: a word that occurs twice counts twice.")
-    return wrong("Some groups are off; which sentences are reorderings of one another, word for word?")
+        return wrong(
+            "Mean pooling averages over tokens: a word that occurs twice counts twice."
+        )
+    return wrong(
+        "Some groups are off; which sentences are reorderings of one another, word for "
+        "word?"
+    )
 
 
 def check_distinct_orderings(answer) -> Feedback:
-    """``(without_positions, with_positions)`` for all orderings of "dog bites dog man"."""
+    """``(without_positions, with_positions)`` for all orderings of "dog bites dog
+    man"."""
     if isinstance(answer, (torch.Tensor, np.ndarray)):
         answer = answer.tolist()
-    if isinstance(answer, (str, bytes, dict)) or not isinstance(answer, (list, tuple)) or len(answer) != 2:
-        return wrong(f"Expected a pair (without positions, with positions), got {answer!r}")
+    if (
+        isinstance(answer, (str, bytes, dict))
+        or not isinstance(answer, (list, tuple))
+        or len(answer) != 2
+    ):
+        return wrong(
+            f"Expected a pair (without positions, with positions), got {answer!r}"
+        )
     try:
         a, b = (float(v) for v in answer)
     except (TypeError, ValueError):
@@ -159,15 +210,27 @@ def check_distinct_orderings(answer) -> Feedback:
     for count in Counter(words).values():
         sequences //= factorial(count)
     if (a, b) == (1, sequences):
-        return right("Without positions every ordering looks the same; with them, every distinct sequence differs.")
+        return right(
+            "Without positions every ordering looks the same; with them, every "
+            "distinct sequence differs."
+        )
     if a != 1:
-        return wrong("Check (a): without positions, reordering the tokens only reorders the outputs, and the mean does not see that.")
+        return wrong(
+            "Check (a): without positions, reordering the tokens only reorders the "
+            "outputs, and the mean does not see that."
+        )
     if b == factorial(len(words)):
-        return wrong("Check (b): swapping the two copies of 'dog' gives the same sentence, hence the same output.")
-    return wrong("Check (b): with positions, do two different word sequences ever give the same pooled output?")
+        return wrong(
+            "Check (b): swapping the two copies of 'dog' gives the same sentence, "
+            "hence the same output."
+        )
+    return wrong(
+        "Check (b): with positions, do two different word sequences ever give the same "
+        "pooled output?"
+    )
 
 
-# ---- ch01-equivariance-probe ---------------------------------------------------------------
+# ---- ch01-equivariance-probe ---------------------------------------------------------
 
 class _PerToken(torch.nn.Module):
     """LayerNorm, then a two-layer MLP, applied to each token on its own."""
@@ -200,7 +263,8 @@ class _Cumsum(torch.nn.Module):
 
 class _MeanMix(torch.nn.Module):
     def forward(self, x):
-        return x + x.mean(dim=1, keepdim=True)  # every token sees the same set: no order
+        # every token sees the same set: no order
+        return x + x.mean(dim=1, keepdim=True)
 
 
 class _Conv(torch.nn.Module):
@@ -209,7 +273,8 @@ class _Conv(torch.nn.Module):
         self.conv = torch.nn.Conv1d(dim, dim, kernel_size=3, padding=1)
 
     def forward(self, x):
-        return self.conv(x.transpose(1, 2)).transpose(1, 2)  # (b, s, D) -> (b, D, s) and back
+        # (b, s, D) -> (b, D, s) and back
+        return self.conv(x.transpose(1, 2)).transpose(1, 2)
 
 
 class _Rnn(torch.nn.Module):
@@ -222,7 +287,8 @@ class _Rnn(torch.nn.Module):
 
 
 class _LastPositionZero(torch.nn.Module):
-    """Equivariant except at one position: catches probes that compare only a summary."""
+    """Equivariant except at one position: catches probes that compare only a
+    summary."""
 
     def forward(self, x):
         out = x.clone()
@@ -286,14 +352,17 @@ def _double_copy(layer):
 
 
 def check_equivariance_probe(fn) -> Feedback:
-    """``fn(layer, dim)`` must return True exactly when ``layer`` is permutation equivariant.
+    """``fn(layer, dim)`` must return True exactly when ``layer`` is permutation
+    equivariant.
 
-    ``layer`` maps ``(batch, seq, dim)`` to ``(batch, seq, dim)`` and may hold float32 or
-    float64 weights (``next(layer.parameters(), None)`` tells, or try both); the checker
-    tries twenty-two layers, some of which look equivariant on a careless test.
+    ``layer`` maps ``(batch, seq, dim)`` to ``(batch, seq, dim)`` and may hold float32
+    or float64 weights (``next(layer.parameters(), None)`` tells, or try both); the
+    checker tries twenty-two layers, some of which look equivariant on a careless test.
     """
     if not callable(fn):
-        return wrong(f"Expected a function fn(layer, dim) -> bool, got {type(fn).__name__}")
+        return wrong(
+            f"Expected a function fn(layer, dim) -> bool, got {type(fn).__name__}"
+        )
     cases, dim = _probe_cases()
     for name, layer, truth in cases:
         try:
@@ -305,17 +374,25 @@ def check_equivariance_probe(fn) -> Feedback:
         if isinstance(verdict, torch.Tensor) and verdict.numel() == 1:
             verdict = bool(verdict.item())
         if not isinstance(verdict, (bool, np.bool_)):
-            return wrong(f"Expected True or False, got {type(verdict).__name__} for the {name}")
+            return wrong(
+                f"Expected True or False, got {type(verdict).__name__} for the {name}"
+            )
         if bool(verdict) != truth:
             if truth:
-                return wrong(f"The {name} is equivariant, but your probe says it is not: compare "
-                             "with a tolerance suited to the layer's dtype (float32 rounding is "
-                             "about 1e-7 relative), and compare layer(x[:, perm]) with "
-                             "layer(x)[:, perm].")
-            return wrong(f"The {name} is not equivariant, but your probe says it is: does your "
-                         "test compare every output position (not a mean, a norm or the sorted "
-                         "values)? A layer that reorders tokens can commute with any one fixed "
-                         "permutation: test two that generate them all (a swap of two tokens "
-                         "and a cyclic shift of all of them), or a fresh random permutation.")
-    return right("Your probe separates the layers that only reorder their output from those "
-                 "that read the order.")
+                return wrong(
+                    f"The {name} is equivariant, but your probe says it is not: "
+                    "compare with a tolerance suited to the layer's dtype (float32 "
+                    "rounding is about 1e-7 relative), and compare layer(x[:, perm]) "
+                    "with layer(x)[:, perm]."
+                )
+            return wrong(
+                f"The {name} is not equivariant, but your probe says it is: does your "
+                "test compare every output position (not a mean, a norm or the sorted "
+                "values)? A layer that reorders tokens can commute with any one fixed "
+                "permutation: test two that generate them all (a swap of two tokens "
+                "and a cyclic shift of all of them), or a fresh random permutation."
+            )
+    return right(
+        "Your probe separates the layers that only reorder their output from those "
+        "that read the order."
+    )

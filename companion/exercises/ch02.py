@@ -37,18 +37,21 @@ def _as_real_array(answer) -> np.ndarray | None:
     if isinstance(answer, (str, bytes, dict, set)) or answer is None:
         return None
     try:
-        if hasattr(answer, "detach"):  # a torch tensor, possibly requiring grad or on a device
+        # a torch tensor, possibly requiring grad or on a device
+        if hasattr(answer, "detach"):
             answer = answer.detach().cpu().numpy()
         arr = np.asarray(answer)
     except Exception:  # ragged lists, objects numpy cannot read
         return None
-    if arr.dtype.kind not in "iuf":  # bool, complex, strings and objects are not accepted
+    # bool, complex, strings and objects are not accepted
+    if arr.dtype.kind not in "iuf":
         return None
     return arr.astype(np.float64)
 
 
 def _as_real_number(answer) -> float | None:
-    """``answer`` as one float (a Python/numpy number, or an array/tensor with one element)."""
+    """``answer`` as one float (a Python/numpy number, or an array/tensor with one
+    element)."""
     if isinstance(answer, bool):
         return None
     arr = _as_real_array(answer)
@@ -66,7 +69,9 @@ def check_matching_init_std(answer) -> Feedback:
     has the RMS of a row of the sinusoidal table, ``sqrt(1/2)``."""
     value = _as_real_number(answer)
     if value is None:
-        return wrong(f"expected a single number (a standard deviation), got {_describe(answer)}")
+        return wrong(
+            f"expected a single number (a standard deviation), got {_describe(answer)}"
+        )
     d = MATCHING_DIM
     target = math.sqrt(0.5) / math.sqrt(d)
     if _near(value, target):
@@ -75,11 +80,15 @@ def check_matching_init_std(answer) -> Feedback:
             "the same RMS as the position vectors."
         )
     if not math.isfinite(value) or value <= 0:
-        return wrong("a standard deviation is a positive finite number; check the sign and the formula.")
+        return wrong(
+            "a standard deviation is a positive finite number; check the sign and the "
+            "formula."
+        )
     if _near(value, math.sqrt(0.5)):
         return wrong(
-            "that is the RMS the scaled token vectors should reach; but forward multiplies "
-            "the token table by sqrt(d) before adding P, so the table itself must start smaller."
+            "that is the RMS the scaled token vectors should reach; but forward "
+            "multiplies the token table by sqrt(d) before adding P, so the table "
+            "itself must start smaller."
         )
     if _near(value, 1 / math.sqrt(d)):
         return wrong(
@@ -87,7 +96,10 @@ def check_matching_init_std(answer) -> Feedback:
             "the target is the RMS of a sinusoidal row, which is not 1. Measure it."
         )
     if _near(value, math.sqrt(0.5) * math.sqrt(d)):
-        return wrong("the scaling multiplies the table by sqrt(d); undoing it goes the other way.")
+        return wrong(
+            "the scaling multiplies the table by sqrt(d); undoing it goes the other "
+            "way."
+        )
     if _near(value, math.sqrt(0.5) / d) or _near(value, 0.5 / d):
         return wrong("the forward pass scales by sqrt(d), not by d.")
     return wrong(
@@ -110,87 +122,131 @@ def check_table_row_rms(answer) -> Feedback:
     if arr.shape == ROW_RMS_SHAPE:
         return wrong("got the whole table's shape: reduce each row to a single number.")
     if arr.shape != (rows,):
-        return wrong(f"expected an array of shape ({rows},), one number per position, got shape {arr.shape}")
+        return wrong(
+            f"expected an array of shape ({rows},), one number per position, got shape "
+            f"{arr.shape}"
+        )
     if not np.all(np.isfinite(arr)):
         return wrong("the answer contains NaN or infinite values.")
     target = math.sqrt(0.5)
     if np.allclose(arr, target, rtol=1e-5, atol=1e-6):
-        return right(f"Every row has RMS {target:.4f}: each (sin, cos) pair contributes "
-                     "exactly 1 to the sum of squares.")
+        return right(
+            f"Every row has RMS {target:.4f}: each (sin, cos) pair contributes "
+            "exactly 1 to the sum of squares."
+        )
     off = np.abs(arr - target) - 1e-5 * target
-    if np.count_nonzero(off > 0) <= 3:  # nearly all rows right: name the ones that are not
+    # nearly all rows right: name the ones that are not
+    if np.count_nonzero(off > 0) <= 3:
         bad = [int(p) for p in np.flatnonzero(off > 0)]
         return wrong(f"rows {bad} are off (e.g. row {bad[0]} gives {arr[bad[0]]:.6g}); "
                      "the others are right. Compute every row the same way.")
     if np.allclose(arr, 0.5, rtol=1e-5, atol=1e-6):
         return wrong("These are mean squares: take their square root to get the RMS.")
     if np.allclose(arr, math.sqrt(features / 2), rtol=1e-5, atol=1e-6):
-        return wrong("these are Euclidean norms; RMS divides the sum of squares by the number of features first.")
+        return wrong(
+            "these are Euclidean norms; RMS divides the sum of squares by the number "
+            "of features first."
+        )
     if np.ptp(arr) > 1e-3 and np.all(arr < target):
         return wrong(
-            "the values change from row to row and stay below the RMS: a standard deviation "
-            "subtracts each row's mean first, which RMS does not."
+            "the values change from row to row and stay below the RMS: a standard "
+            "deviation subtracts each row's mean first, which RMS does not."
         )
-    return wrong("the RMS of a row is the square root of the mean of its squared entries.")
+    return wrong(
+        "the RMS of a row is the square root of the mean of its squared entries."
+    )
 
 
 def check_smallest_max_len(answer) -> Feedback:
     """Exercise ch02-max-len: the smallest ``max_len`` that accepts the padded batch."""
     if isinstance(answer, bool) or isinstance(answer, (str, bytes)):
-        return wrong(f"expected an integer number of positions, got {_describe(answer)}")
+        return wrong(
+            f"expected an integer number of positions, got {_describe(answer)}"
+        )
     if isinstance(answer, numbers.Integral):
         value = int(answer)
     else:
-        number = _as_real_number(answer)  # float32/float64 answers that hold a whole number
+        # float32/float64 answers that hold a whole number
+        number = _as_real_number(answer)
         if number is None or not math.isfinite(number):
-            return wrong(f"expected an integer number of positions, got {_describe(answer)}")
+            return wrong(
+                f"expected an integer number of positions, got {_describe(answer)}"
+            )
         if number != round(number):
-            return wrong(f"a number of positions is a whole number (an integer), got {number}")
+            return wrong(
+                f"a number of positions is a whole number (an integer), got {number}"
+            )
         value = int(round(number))
     longest = max(DOCUMENT_LENGTHS)
     target = longest + 1
     if value == target:
-        return right(f"max_len = {value}: the longest document plus its start token fills every row.")
+        return right(
+            f"max_len = {value}: the longest document plus its start token fills every "
+            "row."
+        )
     if value in (sum(DOCUMENT_LENGTHS), sum(DOCUMENT_LENGTHS) + len(DOCUMENT_LENGTHS)):
-        return wrong("the table needs one row per position of one sequence, not one per token of the whole batch.")
+        return wrong(
+            "the table needs one row per position of one sequence, not one per token "
+            "of the whole batch."
+        )
     if value == longest:
-        return wrong("too short by one: count every token the model sees, including the ones the tokenizer adds.")
+        return wrong(
+            "too short by one: count every token the model sees, including the ones "
+            "the tokenizer adds."
+        )
     if value < longest:
-        return wrong("too short: the padded batch is longer than that, and the module would refuse it.")
+        return wrong(
+            "too short: the padded batch is longer than that, and the module would "
+            "refuse it."
+        )
     return wrong("that table is long enough, but not the smallest one that works.")
 
 
 def _mean_abs_cosine(d: int) -> float:
     """E|cos| between a fixed vector and a uniformly random direction in d dimensions:
-    Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), computed with log-gamma to avoid overflow."""
+    Gamma(d/2) / (sqrt(pi) Gamma((d+1)/2)), computed with log-gamma to avoid
+    overflow."""
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
 def check_expected_abs_cosine(answer) -> Feedback:
-    """Exercise ch02-random-cosine: the expected ``|cos|`` between a freshly initialised token
-    vector (i.i.d. normal entries) and a fixed position vector, for ``d = 768``."""
+    """Exercise ch02-random-cosine: the expected ``|cos|`` between a freshly initialised
+    token vector (i.i.d. normal entries) and a fixed position vector, for
+    ``d = 768``."""
     value = _as_real_number(answer)
     if value is None:
-        return wrong(f"expected a single number (a mean |cosine|), got {_describe(answer)}")
+        return wrong(
+            f"expected a single number (a mean |cosine|), got {_describe(answer)}"
+        )
     d = COSINE_DIM
     target = _mean_abs_cosine(d)
     if _near(value, target, rtol=0.02):
-        return right(f"E|cos| = {value:.4f} at d = {d}: about sqrt(2 / (pi d)), small because "
-                     "a random direction in many dimensions is nearly orthogonal to any fixed "
-                     "one, whatever that one's mean.")
+        return right(
+            f"E|cos| = {value:.4f} at d = {d}: about sqrt(2 / (pi d)), small because "
+            "a random direction in many dimensions is nearly orthogonal to any fixed "
+            "one, whatever that one's mean."
+        )
     if not math.isfinite(value) or value < 0:
         return wrong("a mean of absolute values is a non-negative number.")
     if abs(value) < 1e-3:
-        return wrong("the mean of the cosine itself is 0; the exercise asks for the mean of "
-                     "its absolute value.")
+        return wrong(
+            "the mean of the cosine itself is 0; the exercise asks for the mean of "
+            "its absolute value."
+        )
     if _near(value, 1 / math.sqrt(d), rtol=0.02):
-        return wrong("1/sqrt(d) is the root-mean-square of the cosine; the mean of |z| for a "
-                     "normal z with that spread is smaller. By what factor?")
+        return wrong(
+            "1/sqrt(d) is the root-mean-square of the cosine; the mean of |z| for a "
+            "normal z with that spread is smaller. By what factor?"
+        )
     if _near(value, math.sqrt(2 / math.pi), rtol=0.02):
-        return wrong("that is E|z| for one standard normal coordinate; the cosine divides by "
-                     "the norm of the random vector, about sqrt(d).")
+        return wrong(
+            "that is E|z| for one standard normal coordinate; the cosine divides by "
+            "the norm of the random vector, about sqrt(d)."
+        )
     if _near(value, 1 / d, rtol=0.02) or _near(value, 2 / (math.pi * d), rtol=0.02):
         return wrong("the cosine shrinks like 1/sqrt(d), not like 1/d.")
-    return wrong(f"{value:.4g} is off. The cosine with a fixed unit vector is one coordinate "
-                 "of a random unit vector: roughly z / sqrt(d) with z standard normal. "
-                 "What is the mean of |z|?")
+    return wrong(
+        f"{value:.4g} is off. The cosine with a fixed unit vector is one coordinate "
+        "of a random unit vector: roughly z / sqrt(d) with z standard normal. "
+        "What is the mean of |z|?"
+    )

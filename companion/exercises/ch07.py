@@ -32,26 +32,46 @@ def _rotate_interleaved(x: np.ndarray, position: float) -> np.ndarray:
 
 
 def check_rope_rotated_vector(answer) -> Feedback:
-    """``ROPE_HAND_VECTOR`` rotated by RoPE at position 3 (d = 4, base 10000, interleaved pairs)."""
+    """``ROPE_HAND_VECTOR`` rotated by RoPE at position 3 (d = 4, base 10000,
+    interleaved pairs)."""
     got = as_array(answer, (4,))
     if isinstance(got, str):
-        return wrong(got + ("; turn each complex number back into two real features" if "complex" in got else ""))
+        return wrong(
+            got
+            + (
+                "; turn each complex number back into two real features"
+                if "complex" in got
+                else ""
+            )
+        )
     x = np.array(ROPE_HAND_VECTOR)
     expected = _rotate_interleaved(x, ROPE_HAND_POSITION)
     if np.allclose(got, expected, atol=1e-5):  # float32 answers welcome
         return right("Each pair turned by 3 * theta_i and kept its length.")
     if np.allclose(got, x, atol=1e-5):
-        return wrong("This is the vector unchanged: position 3 should turn every pair by 3 * theta_i.")
+        return wrong(
+            "This is the vector unchanged: position 3 should turn every pair by 3 * "
+            "theta_i."
+        )
     if np.allclose(got, _rotate_interleaved(x, -ROPE_HAND_POSITION), atol=1e-5):
-        return wrong("The pairs turned the wrong way: multiply by exp(+i m theta_i), not by its conjugate.")
+        return wrong(
+            "The pairs turned the wrong way: multiply by exp(+i m theta_i), not by its "
+            "conjugate."
+        )
     pair_norms = np.hypot(got[0::2], got[1::2])
     if not np.allclose(pair_norms, np.hypot(x[0::2], x[1::2]), atol=1e-5):
         if np.allclose(np.hypot(got[:2], got[2:]), np.hypot(x[:2], x[2:]), atol=1e-5):
-            return wrong("You paired feature j with feature j + d/2 (the halves layout); this exercise pairs (0, 1) and (2, 3).")
-        return wrong("A rotation keeps each pair's length, and yours changed: check which features form a pair.")
+            return wrong(
+                "You paired feature j with feature j + d/2 (the halves layout); this "
+                "exercise pairs (0, 1) and (2, 3)."
+            )
+        return wrong(
+            "A rotation keeps each pair's length, and yours changed: check which "
+            "features form a pair."
+        )
     return wrong(
-        "Each pair keeps its length, but some angle is off: pair i turns by m * theta_i with "
-        "theta_i = 10000 ** (-2i / d), in radians."
+        "Each pair keeps its length, but some angle is off: pair i turns by m * "
+        "theta_i with theta_i = 10000 ** (-2i / d), in radians."
     )
 
 
@@ -60,13 +80,19 @@ def _layout_perm(dim: int) -> np.ndarray:
 
 
 def check_rope_pair_permutation(answer) -> Feedback:
-    """The permutation ``p`` of 8 features with ``rope_halves(x[p]) == rope_interleaved(x)[p]``."""
+    """The permutation ``p`` of 8 features with
+    ``rope_halves(x[p]) == rope_interleaved(x)[p]``."""
     try:
         raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
     except (TypeError, ValueError, RuntimeError):
-        return wrong(f"expected {PERM_DIM} integer indices, got {type(answer).__name__}")
+        return wrong(
+            f"expected {PERM_DIM} integer indices, got {type(answer).__name__}"
+        )
     if raw.shape != (PERM_DIM,) or raw.dtype.kind not in "iuf":
-        return wrong(f"expected {PERM_DIM} integer indices (shape ({PERM_DIM},)), got shape {raw.shape}, dtype {raw.dtype}")
+        return wrong(
+            f"expected {PERM_DIM} integer indices (shape ({PERM_DIM},)), got shape "
+            f"{raw.shape}, dtype {raw.dtype}"
+        )
     if not np.all(np.isfinite(raw)) or not np.array_equal(raw, np.round(raw)):
         return wrong("The indices must be whole numbers")
     perm = raw.astype(np.int64)
@@ -77,41 +103,70 @@ def check_rope_pair_permutation(answer) -> Feedback:
         return right("Interleaved pair (2i, 2i + 1) lands on halves pair (i, i + d/2).")
     if np.array_equal(perm, np.argsort(expected)):
         return wrong(
-            "This is the inverse permutation. Read x[p] as: new feature j is old feature p[j]; "
-            "new feature i (i < d/2) must be the first member of interleaved pair i."
+            "This is the inverse permutation. Read x[p] as: new feature j is old "
+            "feature p[j]; new feature i (i < d/2) must be the first member of "
+            "interleaved pair i."
         )
     return wrong(
-        "Under the halves layout, features i and i + d/2 form pair i; under the interleaved "
-        "layout, features 2i and 2i + 1 do. Which old feature must sit at new position i?"
+        "Under the halves layout, features i and i + d/2 form pair i; under the "
+        "interleaved layout, features 2i and 2i + 1 do. Which old feature must sit at "
+        "new position i?"
     )
 
 
 def rope_interleaved_query_weight() -> np.ndarray:
-    """A seeded query weight ``(h * d, D) = (16, 12)``, two heads of ``d = 8``, made for interleaved RoPE."""
-    return np.random.default_rng(7).standard_normal((WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM))
+    """A seeded query weight ``(h * d, D) = (16, 12)``, two heads of ``d = 8``, made for
+    interleaved RoPE."""
+    return np.random.default_rng(7).standard_normal(
+        (WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM)
+    )
 
 
 def check_rope_halves_query_weight(answer) -> Feedback:
-    """The weight of :func:`rope_interleaved_query_weight` rearranged for the halves layout."""
+    """The weight of :func:`rope_interleaved_query_weight` rearranged for the halves
+    layout."""
     shape = (WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM)
     got = as_array(answer, shape)
     if isinstance(got, str):
-        return wrong(got + ("; turn each complex number back into two real features" if "complex" in got else ""))
+        return wrong(
+            got
+            + (
+                "; turn each complex number back into two real features"
+                if "complex" in got
+                else ""
+            )
+        )
     w = rope_interleaved_query_weight()
     perm = _layout_perm(WEIGHT_HEAD_DIM)
     rows = np.concatenate([h * WEIGHT_HEAD_DIM + perm for h in range(WEIGHT_HEADS)])
     if np.allclose(got, w[rows], rtol=1e-6, atol=1e-6):
-        return right("Each head's output rows are reordered; the inputs (columns) are untouched.")
+        return right(
+            "Each head's output rows are reordered; the inputs (columns) are untouched."
+        )
     if np.allclose(got, w, rtol=1e-6, atol=1e-6):
-        return wrong("This is the weight unchanged; the halves layout pairs different output features.")
+        return wrong(
+            "This is the weight unchanged; the halves layout pairs different output "
+            "features."
+        )
     if np.allclose(got, w[_layout_perm(shape[0])], rtol=1e-6, atol=1e-6):
-        return wrong("Each head rotates its own 8 features: permute the rows within each head, not across all 16.")
-    inverse_rows = np.concatenate([h * WEIGHT_HEAD_DIM + np.argsort(perm) for h in range(WEIGHT_HEADS)])
+        return wrong(
+            "Each head rotates its own 8 features: permute the rows within each head, "
+            "not across all 16."
+        )
+    inverse_rows = np.concatenate(
+        [h * WEIGHT_HEAD_DIM + np.argsort(perm) for h in range(WEIGHT_HEADS)]
+    )
     if np.allclose(got, w[inverse_rows], rtol=1e-6, atol=1e-6):
-        return wrong("The rows moved the opposite way: that is the inverse permutation.")
+        return wrong(
+            "The rows moved the opposite way: that is the inverse permutation."
+        )
     if np.allclose(np.sort(got, axis=0), np.sort(w, axis=0), rtol=1e-6, atol=1e-6):
-        return wrong("The rows are reordered, but not as the halves layout needs; check the order within each head.")
+        return wrong(
+            "The rows are reordered, but not as the halves layout needs; check the "
+            "order within each head."
+        )
     return wrong(
-        "The new weight should contain the same rows as the old one, in another order: the query "
-        "features come out of W_Q's rows, and the layout decides which features form a pair."
+        "The new weight should contain the same rows as the old one, in another order: "
+        "the query features come out of W_Q's rows, and the layout decides which "
+        "features form a pair."
     )

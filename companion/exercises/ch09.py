@@ -19,26 +19,33 @@ HALF_LIFE_HEADS = 16
 
 
 def _as_vector(answer, length: int):
-    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is unusable."""
+    """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is
+    unusable."""
     shape = (length,)
     try:
         raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
         if raw.dtype == object or raw.dtype.kind not in "biuf":
-            return None, wrong(f"expected a real array of shape {shape}, got {type(answer).__name__}")
+            return None, wrong(
+                f"expected a real array of shape {shape}, got {type(answer).__name__}"
+            )
         array = raw.astype(np.float64)
     except (TypeError, ValueError):
-        return None, wrong(f"expected an array of shape {shape}, got {type(answer).__name__}")
+        return None, wrong(
+            f"expected an array of shape {shape}, got {type(answer).__name__}"
+        )
     if array.shape != shape:
-        return None, wrong(f"expected an array of shape {shape}, got shape {array.shape}")
+        return None, wrong(
+            f"expected an array of shape {shape}, got shape {array.shape}"
+        )
     if not np.all(np.isfinite(array)):
         return None, wrong("The array contains NaN or infinite values")
     return array, None
 
 
 def _close(a, b) -> bool:
-    """Relative closeness, float32-safe: float32 gets slopes (as start * start ** k, or a
-    cumprod), biases and half-lives within ~3e-7; the wrong answers named here are 10% off or
-    more."""
+    """Relative closeness, float32-safe: float32 gets slopes (as start * start ** k, or
+    a cumprod), biases and half-lives within ~3e-7; the wrong answers named here are 10%
+    off or more."""
     return bool(np.allclose(a, b, rtol=FLOAT32_RTOL, atol=1e-9))
 
 
@@ -49,33 +56,42 @@ def check_alibi_slopes_12(answer) -> Feedback:
         return problem
     expected = alibi_slopes(SLOPE_HEADS)
     if _close(slopes, expected):
-        return right("Eight slopes of the 8-head model, then every other slope of the 16-head model.")
+        return right(
+            "Eight slopes of the 8-head model, then every other slope of the 16-head "
+            "model."
+        )
     if _close(np.sort(slopes), np.sort(expected)):
         return wrong(
-            "These are the right twelve values in another order. Head order matters: the rule first "
-            "lists the heads of the nearest lower power of two, then the extra heads."
+            "These are the right twelve values in another order. Head order matters: "
+            "the rule first lists the heads of the nearest lower power of two, then "
+            "the extra heads."
         )
     geometric = (2.0 ** (-8.0 / SLOPE_HEADS)) ** np.arange(1, SLOPE_HEADS + 1)
     if _close(slopes, geometric):
         return wrong(
-            "This is the geometric sequence with start and ratio 2^(-8/12). The reference code does not "
-            "use it when the head count is not a power of two; start from the nearest lower power of two."
+            "This is the geometric sequence with start and ratio 2^(-8/12). The "
+            "reference code does not use it when the head count is not a power of two; "
+            "start from the nearest lower power of two."
         )
     if _close(slopes, alibi_slopes(16)[:SLOPE_HEADS]):
         return wrong(
-            "These are the first 12 slopes of a 16-head model. The rule keeps all slopes of the smaller "
-            "power of two and takes only some of the larger one's."
+            "These are the first 12 slopes of a 16-head model. The rule keeps all "
+            "slopes of the smaller power of two and takes only some of the larger "
+            "one's."
         )
     if np.all(slopes > 0) and _close(1.0 / slopes, expected):
-        return wrong("These are the reciprocals: every slope is a fraction between 0 and 1.")
+        return wrong(
+            "These are the reciprocals: every slope is a fraction between 0 and 1."
+        )
     return wrong(
-        "Not the reference slopes for 12 heads. Which power of two lies just below 12, and which slopes "
-        "does the next power of two add?"
+        "Not the reference slopes for 12 heads. Which power of two lies just below 12, "
+        "and which slopes does the next power of two add?"
     )
 
 
 def check_alibi_bias_entry(answer) -> Feedback:
-    """ALiBi's bias for head 10 (from 0) of 12, query position 40, key position 33 (head dim 64)."""
+    """ALiBi's bias for head 10 (from 0) of 12, query position 40, key position 33 (head
+    dim 64)."""
     value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)
@@ -83,36 +99,78 @@ def check_alibi_bias_entry(answer) -> Feedback:
     distance = ENTRY_QUERY - ENTRY_KEY
     expected = -slopes[ENTRY_HEAD] * distance
     if _close(value, expected):
-        return right("The slope of that head times the distance, with a minus sign: a penalty.")
+        return right(
+            "The slope of that head times the distance, with a minus sign: a penalty."
+        )
     if _close(value, -expected):
-        return wrong("The size is right but the sign is not: ALiBi lowers the score of a key that is farther away.")
+        return wrong(
+            "The size is right but the sign is not: ALiBi lowers the score of a key "
+            "that is farther away."
+        )
     if _close(value, expected / math.sqrt(ENTRY_HEAD_DIM)):
-        return wrong("ALiBi's bias is added to the scores after the 1/sqrt(d) scaling; the bias itself is not scaled.")
-    if any(_close(abs(value), slopes[h] * distance) for h in (ENTRY_HEAD - 1, ENTRY_HEAD + 1)):
-        return wrong("That is the value of a neighbouring head: heads are counted from 0 here.")
+        return wrong(
+            "ALiBi's bias is added to the scores after the 1/sqrt(d) scaling; the bias "
+            "itself is not scaled."
+        )
+    if any(
+        _close(abs(value), slopes[h] * distance)
+        for h in (ENTRY_HEAD - 1, ENTRY_HEAD + 1)
+    ):
+        return wrong(
+            "That is the value of a neighbouring head: heads are counted from 0 here."
+        )
     naive = (2.0 ** (-8.0 / ENTRY_HEADS)) ** (ENTRY_HEAD + 1)
     if _close(abs(value), naive * distance):
-        return wrong("That slope comes from the plain geometric sequence; 12 is not a power of two, so use the reference rule.")
-    if any(_close(abs(value), slopes[ENTRY_HEAD] * d) for d in (distance - 1, distance + 1, ENTRY_QUERY + ENTRY_KEY)):
-        return wrong("Right slope, wrong distance: the bias is proportional to query position minus key position.")
-    return wrong("Not the bias of that head for that pair. Find the head's slope, then multiply by the distance.")
+        return wrong(
+            "That slope comes from the plain geometric sequence; 12 is not a power of "
+            "two, so use the reference rule."
+        )
+    if any(
+        _close(abs(value), slopes[ENTRY_HEAD] * d)
+        for d in (distance - 1, distance + 1, ENTRY_QUERY + ENTRY_KEY)
+    ):
+        return wrong(
+            "Right slope, wrong distance: the bias is proportional to query position "
+            "minus key position."
+        )
+    return wrong(
+        "Not the bias of that head for that pair. Find the head's slope, then multiply "
+        "by the distance."
+    )
 
 
 def check_alibi_half_lives(answer) -> Feedback:
-    """The half-life ``ln(2) / m`` (in tokens) of each of the 16 heads, in head order."""
+    """The half-life ``ln(2) / m`` (in tokens) of each of the 16 heads, in head
+    order."""
     lives, problem = _as_vector(answer, HALF_LIFE_HEADS)
     if problem is not None:
         return problem
     slopes = alibi_slopes(HALF_LIFE_HEADS)
     expected = math.log(2.0) / slopes
     if _close(lives, expected):
-        return right("From about 1 token for the steepest head to about 177 for the flattest.")
+        return right(
+            "From about 1 token for the steepest head to about 177 for the flattest."
+        )
     if _close(lives, expected[::-1]):
-        return wrong("The values are right but reversed: head 0 has the steepest slope and the shortest half-life.")
+        return wrong(
+            "The values are right but reversed: head 0 has the steepest slope and the "
+            "shortest half-life."
+        )
     if _close(lives, 1.0 / slopes):
-        return wrong("That is where the bias reaches -1, a factor e. A factor 2 needs a bias of -ln 2.")
+        return wrong(
+            "That is where the bias reaches -1, a factor e. A factor 2 needs a bias of "
+            "-ln 2."
+        )
     if _close(lives, slopes * math.log(2.0)) or _close(lives, slopes):
-        return wrong("The half-life should grow as the slope shrinks: a flatter head forgets more slowly.")
+        return wrong(
+            "The half-life should grow as the slope shrinks: a flatter head forgets "
+            "more slowly."
+        )
     if _close(lives, np.log2(2.0) / slopes) or _close(lives, math.log10(2.0) / slopes):
-        return wrong("Softmax uses the natural exponential: the weight halves where the bias is -ln 2, natural log.")
-    return wrong("Not the half-lives. At what distance does exp(-m * distance) equal 1/2?")
+        return wrong(
+            "Softmax uses the natural exponential: the weight halves where the bias is "
+            "-ln 2, natural log."
+        )
+    return wrong(
+        "Not the half-lives. At what distance does exp(-m * distance) equal 1/2?"
+    )

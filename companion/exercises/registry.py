@@ -1,24 +1,28 @@
-"""Every exercise of the book, in one table the book, the student edition and the grader share.
+"""Every exercise of the book, in one table the book, the student edition and the grader
+share.
 
 An entry says, for one exercise label (the ``:label:`` of its ``{exercise}`` block):
 
-* the chapter notebook it belongs to (from the label's ``chNN`` prefix and :data:`CHAPTERS`);
+* the chapter notebook it belongs to (from the label's ``chNN`` prefix and
+  :data:`CHAPTERS`);
 * ``names``: the names the exercise statement asks the learner to define (mostly just
   ``answer``), the only things the grader reads from the learner's kernel;
-* ``checker``: the ``check_...`` function of :mod:`companion.exercises` that the grader calls,
-  in its own process, on what it read (``checker(*values)``, in the order of ``names``);
-* ``givens``: names the statement tells the learner to import from :mod:`companion.exercises`
-  (the student notebook's stub imports them);
-* ``function``: for an answer that is a function, a :class:`FunctionAnswer`: the grader draws
-  inputs with a seed the notebook never sees, the kernel calls the learner's function on them
-  and sends back only the outputs, as data (:mod:`companion.exercises.wire`).
+* ``checker``: the ``check_...`` function of :mod:`companion.exercises` that the grader
+  calls, in its own process, on what it read (``checker(*values)``, in the order of
+  ``names``);
+* ``givens``: names the statement tells the learner to import from
+  :mod:`companion.exercises` (the student notebook's stub imports them);
+* ``function``: for an answer that is a function, a :class:`FunctionAnswer`: the grader
+  draws inputs with a seed the notebook never sees, the kernel calls the learner's
+  function on them and sends back only the outputs, as data
+  (:mod:`companion.exercises.wire`).
 
 Adding an exercise
 ------------------
-1. In the chapter notebook, write the ``{exercise}`` block with ``:label: chNN-short-name``;
-   its statement must name what the grader reads, e.g. "Store it in `answer` and call
-   `check_...(answer)`.", then the solution between ``{solution-start}`` and
-   ``{solution-end}``, as the other exercises do.
+1. In the chapter notebook, write the ``{exercise}`` block with
+   ``:label: chNN-short-name``; its statement must name what the grader reads, e.g.
+   "Store it in `answer` and call `check_...(answer)`.", then the solution between
+   ``{solution-start}`` and ``{solution-end}``, as the other exercises do.
 2. Add one line below, in the chapter's group, e.g.::
 
        _value("ch06-my-exercise", "answer", check_my_thing)
@@ -26,11 +30,12 @@ Adding an exercise
    (``_value(label, ("rerun", "answer"), check_...)`` for a checker of two values, and
    ``givens=("helper",)`` if the statement tells the learner to import ``helper`` from
    ``companion.exercises``: the student notebook's stub imports it).
-3. Run ``make test TESTS=tests/test_student.py``: it fails while a notebook has a label the
-   registry lacks, or the registry a label no notebook has.
+3. Run ``make test TESTS=tests/test_student.py``: it fails while a notebook has a label
+   the registry lacks, or the registry a label no notebook has.
 
-A function answer needs a :class:`FunctionAnswer` (see the two of chapter 1): how to draw
-secret inputs and their right outputs in the grader, and how the kernel calls the function.
+A function answer needs a :class:`FunctionAnswer` (see the two of chapter 1): how to
+draw secret inputs and their right outputs in the grader, and how the kernel calls the
+function.
 """
 
 from __future__ import annotations
@@ -45,27 +50,60 @@ import torch
 
 from companion.exercises import ch01
 from companion.exercises import (
-    check_alibi_bias_entry, check_alibi_half_lives, check_alibi_slopes_12,
-    check_best_zero_shot_at_4x, check_chunk_floor_16, check_denominators,
-    check_distinct_orderings, check_early_token_counts, check_equivariance_probe,
-    check_expected_abs_cosine, check_extend_table, check_fairseq_mapping, check_first_negative,
-    check_halves_to_interleaved, check_longest_wavelength, check_matching_init_std,
-    check_ntk_base, check_ntk_base_head16, check_ntk_unseen_pairs, check_offset_only_scores,
-    check_order_one_rerun, check_position_dim_rerun, check_small_base_rerun,
-    check_pair_block, check_pe_row, check_permuted_weights, check_pooled_groups,
-    check_ported_query_weight, check_positions_without_row, check_rope_halves_query_weight,
-    check_rope_pair_permutation, check_rope_rotated_vector, check_rule_of_thumb_base,
-    check_seed_spread_verdicts, check_shaw_index_matrix, check_shift_property,
-    check_smallest_max_len, check_t5_buckets_of_offsets, check_table2_flat_methods,
-    check_table_row_rms, check_tensor2tensor_base, check_tiny_yarn_gamma,
-    check_wavelength_ratio, check_widened_concat_parameters, check_yarn_classes,
+    check_alibi_bias_entry,
+    check_alibi_half_lives,
+    check_alibi_slopes_12,
+    check_best_zero_shot_at_4x,
+    check_chunk_floor_16,
+    check_denominators,
+    check_distinct_orderings,
+    check_early_token_counts,
+    check_equivariance_probe,
+    check_expected_abs_cosine,
+    check_extend_table,
+    check_fairseq_mapping,
+    check_first_negative,
+    check_halves_to_interleaved,
+    check_longest_wavelength,
+    check_matching_init_std,
+    check_ntk_base,
+    check_ntk_base_head16,
+    check_ntk_unseen_pairs,
+    check_offset_only_scores,
+    check_order_one_rerun,
+    check_position_dim_rerun,
+    check_small_base_rerun,
+    check_pair_block,
+    check_pe_row,
+    check_permuted_weights,
+    check_pooled_groups,
+    check_ported_query_weight,
+    check_positions_without_row,
+    check_rope_halves_query_weight,
+    check_rope_pair_permutation,
+    check_rope_rotated_vector,
+    check_rule_of_thumb_base,
+    check_seed_spread_verdicts,
+    check_shaw_index_matrix,
+    check_shift_property,
+    check_smallest_max_len,
+    check_t5_buckets_of_offsets,
+    check_table2_flat_methods,
+    check_table_row_rms,
+    check_tensor2tensor_base,
+    check_tiny_yarn_gamma,
+    check_wavelength_ratio,
+    check_widened_concat_parameters,
+    check_yarn_classes,
 )
 from companion.exercises.ch17 import check_alibi_slopes_of_24, check_checkpoint_layouts
 from companion.exercises.ch16 import (
     check_kv_cache_entries, check_position_parameters, check_scheme_for_requirement,
 )
 from companion.exercises.ch14 import (
-    check_left_padded_position_ids, check_packed_causal_mask, check_schemes_without_position_ids,
+    check_left_padded_position_ids,
+    check_packed_causal_mask,
+    check_schemes_without_position_ids,
 )
 from companion.exercises.ch15 import check_fixes, check_std_ratio, check_suspect_offset
 from companion.exercises._feedback import Feedback
@@ -73,7 +111,8 @@ from companion.exercises._feedback import Feedback
 __all__ = ["CHAPTERS", "EXERCISES", "Exercise", "FunctionAnswer", "chapter_exercises",
            "chapter_of", "grade_value", "grade_function"]
 
-# Chapter number -> notebook file name (without .ipynb), as in book/ and the student edition.
+# Chapter number -> notebook file name (without .ipynb), as in book/ and the student
+# edition.
 CHAPTERS = {
     "01": "01_why_order",
     "02": "02_input",
@@ -100,13 +139,16 @@ class FunctionAnswer:
     """How the grader tests an answer that is a function.
 
     Every case is plain data (:mod:`~companion.exercises.wire`); ``kernel_call`` names a
-    ``module:function`` that the kernel runs as ``kernel_call(learner_fn, case)``, turning the
-    case into arguments and the result into plain data.
+    ``module:function`` that the kernel runs as ``kernel_call(learner_fn, case)``,
+    turning the case into arguments and the result into plain data.
     """
 
-    signature: str  # "permuted_weights(weights, perm)": the stub the student notebook shows
-    public_cases: Callable[[], list]  # grader: [(case, right output)], in the checker's call order
-    secret_cases: Callable[[np.random.Generator], list]  # grader: [(case, right output)], fresh
+    # "permuted_weights(weights, perm)": the stub the student notebook shows
+    signature: str
+    # grader: [(case, right output)], in the checker's call order
+    public_cases: Callable[[], list]
+    # grader: [(case, right output)], fresh
+    secret_cases: Callable[[np.random.Generator], list]
     same: Callable[[Any, Any], bool]  # grader: is this output the right one?
     describe: Callable[[Any], str]  # grader: a case in a few words, for feedback
     kernel_call: str
@@ -137,7 +179,9 @@ class Exercise:
     def stub(self) -> str:
         """The code cell that replaces the solution in the student edition."""
         read = " and ".join(f"`{n}`" for n in self.names)
-        lines = [f"# Exercise {self.label}: write your code here; the grader reads {read}."]
+        lines = [
+            f"# Exercise {self.label}: write your code here; the grader reads {read}."
+        ]
         if self.givens:
             lines.append(f"from companion.exercises import {', '.join(self.givens)}")
             lines.append("")
@@ -159,7 +203,9 @@ EXERCISES: dict[str, Exercise] = {}
 def chapter_of(label: str) -> str:
     match = re.fullmatch(r"ch(\d\d)-[a-z0-9-]+", label)
     if not match or match.group(1) not in CHAPTERS:
-        raise KeyError(f"{label!r}: labels are chNN-name, with NN a chapter of CHAPTERS")
+        raise KeyError(
+            f"{label!r}: labels are chNN-name, with NN a chapter of CHAPTERS"
+        )
     return CHAPTERS[match.group(1)]
 
 
@@ -174,12 +220,20 @@ def _add(ex: Exercise) -> None:
         raise ValueError(f"{ex.label} is registered twice")
     for name in ex.names:
         if not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__"):
-            raise ValueError(f"{ex.label}: {name!r} is not a Python name a learner defines")
+            raise ValueError(
+                f"{ex.label}: {name!r} is not a Python name a learner defines"
+            )
     EXERCISES[ex.label] = ex
 
 
-def _value(label: str, names: str | tuple[str, ...], checker, givens: tuple[str, ...] = ()) -> None:
-    _add(Exercise(label, (names,) if isinstance(names, str) else tuple(names), checker, givens))
+def _value(
+    label: str, names: str | tuple[str, ...], checker, givens: tuple[str, ...] = ()
+) -> None:
+    _add(
+        Exercise(
+            label, (names,) if isinstance(names, str) else tuple(names), checker, givens
+        )
+    )
 
 
 def _function(label: str, name: str, checker, function: FunctionAnswer) -> None:
@@ -188,7 +242,7 @@ def _function(label: str, name: str, checker, function: FunctionAnswer) -> None:
     _add(Exercise(label, (name,), checker, (), function))
 
 
-# ---- chapter 1: the two function answers -------------------------------------------------------
+# ---- chapter 1: the two function answers ---------------------------------------------
 
 def _as_float_array(value) -> np.ndarray | None:
     try:
@@ -231,7 +285,8 @@ def _weights_secret(rng: np.random.Generator):
         with torch.no_grad():
             attn(x)
             weights = attn.last_weights.clone()
-            attn(x[:, perm_t])  # what the layer gives for the permuted input: the right output
+            # what the layer gives for the permuted input: the right output
+            attn(x[:, perm_t])
             expected = attn.last_weights.clone()
         cases.append(({"args": (weights, perm_t)}, expected.numpy()))
     return cases
@@ -249,10 +304,15 @@ def _describe_weights(case) -> str:
 
 
 def _probe_kinds():
-    """(name, build(dim), equivariant) for the layer kinds of check_equivariance_probe."""
+    """(name, build(dim), equivariant) for the layer kinds of
+    check_equivariance_probe."""
     return [
         ("per-token MLP with LayerNorm", ch01._PerToken, True),
-        ("bidirectional self-attention", lambda d: ch01._Attention(d, causal=False), True),
+        (
+            "bidirectional self-attention",
+            lambda d: ch01._Attention(d, causal=False),
+            True,
+        ),
         ("mean mixing", lambda d: ch01._MeanMix(), True),
         ("causal self-attention", lambda d: ch01._Attention(d, causal=True), False),
         ("running sum", lambda d: ch01._Cumsum(), False),
@@ -272,9 +332,20 @@ def _probe_public():
 
 def _probe_secret(rng: np.random.Generator):
     kinds = _probe_kinds()
-    cases = [({"kind": k, "dim": int(rng.choice([4, 6, 8, 10, 12])), "double": double,
-               "seed": int(rng.integers(2**31)), "call_seed": int(rng.integers(2**31))}, truth)
-             for k, (_, _, truth) in enumerate(kinds) for double in (False, True)]
+    cases = [
+        (
+            {
+                "kind": k,
+                "dim": int(rng.choice([4, 6, 8, 10, 12])),
+                "double": double,
+                "seed": int(rng.integers(2**31)),
+                "call_seed": int(rng.integers(2**31)),
+            },
+            truth,
+        )
+        for k, (_, _, truth) in enumerate(kinds)
+        for double in (False, True)
+    ]
     return [cases[i] for i in rng.permutation(len(cases))]
 
 
@@ -312,14 +383,27 @@ def _describe_probe(case) -> str:
     if "public" in case:
         return f"the checker's layer {case['public']}"
     name = _probe_kinds()[int(case["kind"])][0]
-    return f"a {name} of width {case['dim']} ({'float64' if case['double'] else 'float32'})"
+    return (
+        f"a {name} of width {case['dim']} "
+        f"({'float64' if case['double'] else 'float32'})"
+    )
 
 
-# ---- the exercises, chapter by chapter ------------------------------------------------------------
+# ---- the exercises, chapter by chapter -----------------------------------------------
 
-_function("ch01-permuted-weights", "permuted_weights", check_permuted_weights, FunctionAnswer(
-    "permuted_weights(weights, perm)", _weights_public, _weights_secret, _same_array,
-    _describe_weights, "companion.exercises.registry:call_with_args"))
+_function(
+    "ch01-permuted-weights",
+    "permuted_weights",
+    check_permuted_weights,
+    FunctionAnswer(
+        "permuted_weights(weights, perm)",
+        _weights_public,
+        _weights_secret,
+        _same_array,
+        _describe_weights,
+        "companion.exercises.registry:call_with_args",
+    ),
+)
 _value("ch01-pooled-groups", "labels", check_pooled_groups)
 _value("ch01-distinct-orderings", "answer", check_distinct_orderings)
 _function("ch01-equivariance-probe", "probe", check_equivariance_probe, FunctionAnswer(
@@ -343,14 +427,24 @@ _value("ch04-base-rule", "answer", check_rule_of_thumb_base)
 
 _value("ch05-pair-block", "answer", check_pair_block)
 _value("ch05-extend-table", "answer", check_extend_table)
-_value("ch05-which-shift", "answer", check_shift_property, givens=("rotation_mystery_tables",))
+_value(
+    "ch05-which-shift",
+    "answer",
+    check_shift_property,
+    givens=("rotation_mystery_tables",),
+)
 _value("ch05-offset-scores", "A", check_offset_only_scores)
 
 _value("ch06-t5-buckets", "answer", check_t5_buckets_of_offsets)
 _value("ch06-shaw-index", "answer", check_shaw_index_matrix)
 _value("ch06-missing-rows", "answer", check_positions_without_row)
 
-_value("ch07-rotate-by-hand", "answer", check_rope_rotated_vector, givens=("ROPE_HAND_VECTOR",))
+_value(
+    "ch07-rotate-by-hand",
+    "answer",
+    check_rope_rotated_vector,
+    givens=("ROPE_HAND_VECTOR",),
+)
 _value("ch07-pair-permutation", "p", check_rope_pair_permutation)
 _value("ch07-convert-query-weight", "answer", check_rope_halves_query_weight,
        givens=("rope_interleaved_query_weight",))
@@ -363,7 +457,12 @@ _value("ch09-slopes-12", "answer", check_alibi_slopes_12)
 _value("ch09-bias-entry", "answer", check_alibi_bias_entry)
 _value("ch09-half-lives", "answer", check_alibi_half_lives)
 
-_value("ch10-port-weights", "answer", check_ported_query_weight, givens=("porting_exercise_weights",))
+_value(
+    "ch10-port-weights",
+    "answer",
+    check_ported_query_weight,
+    givens=("porting_exercise_weights",),
+)
 _value("ch10-fairseq-mapping", "answer", check_fairseq_mapping)
 
 _value("ch11-floor-16", "answer", check_chunk_floor_16)
@@ -384,7 +483,12 @@ _value("ch14-left-position-ids", "answer", check_left_padded_position_ids)
 _value("ch14-packed-mask", "answer", check_packed_causal_mask)
 _value("ch14-which-schemes", "answer", check_schemes_without_position_ids)
 
-_value("ch15-suspect-offset", "answer", check_suspect_offset, givens=("suspect_add_positions",))
+_value(
+    "ch15-suspect-offset",
+    "answer",
+    check_suspect_offset,
+    givens=("suspect_add_positions",),
+)
 _value("ch15-std-ratio", "answer", check_std_ratio)
 _value("ch15-choose-fix", "answer", check_fixes)
 
@@ -396,7 +500,7 @@ _value("ch17-checkpoint-layouts", "answer", check_checkpoint_layouts)
 _value("ch17-alibi-24", "answer", check_alibi_slopes_of_24)
 
 
-# ---- grading, in the grader's own process ---------------------------------------------------------
+# ---- grading, in the grader's own process --------------------------------------------
 
 def _feedback(result: Any) -> Feedback:
     """A checker's verdict as a pristine Feedback (a checker always returns one)."""
@@ -410,11 +514,15 @@ def grade_value(ex: Exercise, *values: Any) -> Feedback:
     try:
         return _feedback(ex.checker(*values))
     except Exception as err:  # noqa: BLE001 - a checker must not stop the grading
-        return Feedback(False, f"the checker could not read this answer ({type(err).__name__}: {err})")
+        return Feedback(
+            False,
+            f"the checker could not read this answer ({type(err).__name__}: {err})",
+        )
 
 
 def _raised(message: str) -> Exception:
-    """An exception that prints as the one the learner's function raised in the kernel."""
+    """An exception that prints as the one the learner's function raised in the
+    kernel."""
     name, _, text = message.removeprefix("raised ").partition(": ")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,60}", name):
         name, text = "Exception", message
@@ -423,7 +531,8 @@ def _raised(message: str) -> Exception:
 
 @dataclass
 class Outcome:
-    """One call of the learner's function in the kernel: ``"ok"`` with its output, or why not."""
+    """One call of the learner's function in the kernel: ``"ok"`` with its output, or
+    why not."""
 
     status: str
     output: Any = None
@@ -434,9 +543,9 @@ def grade_function(ex: Exercise, public: list[Outcome], secret_cases: list,
                    secret: list[Outcome]) -> Feedback:
     """Grade a function answer from its outputs in the kernel.
 
-    The book's checker runs on the outputs for its own inputs (replayed in its call order),
-    for the feedback it gives; the answer passes only if, in addition, every output on the
-    grader's secret inputs is right.
+    The book's checker runs on the outputs for its own inputs (replayed in its call
+    order), for the feedback it gives; the answer passes only if, in addition, every
+    output on the grader's secret inputs is right.
     """
     spec = ex.function
     calls = iter(public)
@@ -457,10 +566,19 @@ def grade_function(ex: Exercise, public: list[Outcome], secret_cases: list,
         elif not spec.same(outcome.output, expected):
             wrong.append(f"on {spec.describe(case)} it returned a wrong result")
     if len(secret) < len(secret_cases):
-        wrong.append(f"{len(secret_cases) - len(secret)} of the grader's cases did not run")
+        wrong.append(
+            f"{len(secret_cases) - len(secret)} of the grader's cases did not run"
+        )
     if not verdict.ok:
         return verdict
     if wrong:
-        return Feedback(False, f"It passes the book's checker but not {len(wrong)} of the "
-                               f"grader's {len(secret_cases)} new cases; first: {wrong[0]}.")
-    return Feedback(True, verdict.message + f" (It also passed the grader's {len(secret_cases)} new cases.)")
+        return Feedback(
+            False,
+            f"It passes the book's checker but not {len(wrong)} of the "
+            f"grader's {len(secret_cases)} new cases; first: {wrong[0]}.",
+        )
+    return Feedback(
+        True,
+        verdict.message
+        + f" (It also passed the grader's {len(secret_cases)} new cases.)",
+    )

@@ -3,14 +3,15 @@
 The grader runs a submission in a kernel it does not trust, so nothing crosses from the
 kernel to the grader but JSON and ``.npy`` files, which the grader reads with
 ``allow_pickle=False``: reading them runs no code. :func:`dump` writes a value as one
-``value.json`` (numbers, strings, lists, tuples, sets, dicts) that points to ``.npy`` files
-for arrays and tensors; :func:`load` reads it back. Anything else (a module, a function,
-an object of the learner's own class) becomes an :class:`Opaque` placeholder that names
-its type, which every checker rejects as a wrong type.
+``value.json`` (numbers, strings, lists, tuples, sets, dicts) that points to ``.npy``
+files for arrays and tensors; :func:`load` reads it back. Anything else (a module, a
+function, an object of the learner's own class) becomes an :class:`Opaque` placeholder
+that names its type, which every checker rejects as a wrong type.
 
-:func:`capture` is what the grader's capture cells call inside the kernel, right after an
-exercise's cells: it writes the value of the name the exercise asks for or, for a function
-answer, calls that function on the inputs the grader wrote and writes only its outputs.
+:func:`capture` is what the grader's capture cells call inside the kernel, right after
+an exercise's cells: it writes the value of the name the exercise asks for or, for a
+function answer, calls that function on the inputs the grader wrote and writes only its
+outputs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ MAX_BYTES = 64 << 20    # size of one value, JSON and arrays together, when it i
 
 
 class WireError(ValueError):
-    """A value that cannot be written, or a file that is not a value this module wrote."""
+    """A value that cannot be written, or a file that is not a value this module
+    wrote."""
 
 
 class Opaque:
@@ -47,15 +49,18 @@ class Opaque:
     __hash__ = None
 
 
-# ---- writing (kernel side) ------------------------------------------------------------------
+# ---- writing (kernel side) -----------------------------------------------------------
 
 def _encode(value: Any, folder: Path, arrays: list, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise WireError(f"nested more than {MAX_DEPTH} levels deep")
     if value is None or type(value) is str:
         return value
-    if isinstance(value, np.generic) and not isinstance(value, (np.str_, np.bytes_, np.void)):
-        value = np.asarray(value)[()]  # a NumPy scalar: written as a 0-d array, read back as one
+    if isinstance(value, np.generic) and not isinstance(
+        value, (np.str_, np.bytes_, np.void)
+    ):
+        # a NumPy scalar: written as a 0-d array, read back as one
+        value = np.asarray(value)[()]
         return _array(value, "scalar", folder, arrays)
     if isinstance(value, str):
         return str(value)
@@ -70,17 +75,37 @@ def _encode(value: Any, folder: Path, arrays: list, depth: int) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         if len(value) > MAX_ITEMS:
             raise WireError(f"a {type(value).__name__} of more than {MAX_ITEMS} items")
-        kind = next(k for k, base in (("tuple", tuple), ("list", list), ("set", set),
-                                      ("frozenset", frozenset)) if isinstance(value, base))
+        kind = next(
+            k
+            for k, base in (
+                ("tuple", tuple),
+                ("list", list),
+                ("set", set),
+                ("frozenset", frozenset),
+            )
+            if isinstance(value, base)
+        )
         return {kind: [_encode(v, folder, arrays, depth + 1) for v in value]}
     if isinstance(value, dict):
         if len(value) > MAX_ITEMS:
             raise WireError(f"a dict of more than {MAX_ITEMS} items")
-        return {"dict": [[_encode(k, folder, arrays, depth + 1), _encode(v, folder, arrays, depth + 1)]
-                         for k, v in value.items()]}
+        return {
+            "dict": [
+                [
+                    _encode(k, folder, arrays, depth + 1),
+                    _encode(v, folder, arrays, depth + 1),
+                ]
+                for k, v in value.items()
+            ]
+        }
     tensor = type(value).__module__.startswith("torch") and hasattr(value, "detach")
     if tensor:
-        return _array(value.detach().cpu().resolve_conj().resolve_neg().numpy(), "tensor", folder, arrays)
+        return _array(
+            value.detach().cpu().resolve_conj().resolve_neg().numpy(),
+            "tensor",
+            folder,
+            arrays,
+        )
     if isinstance(value, np.ndarray):
         return _array(value, "ndarray", folder, arrays)
     return {"opaque": type(value).__qualname__}
@@ -93,20 +118,25 @@ def _array(value, kind: str, folder: Path, arrays: list) -> dict:
     if len(arrays) >= MAX_ARRAYS:
         raise WireError(f"more than {MAX_ARRAYS} arrays")
     name = f"a{len(arrays)}.npy"
-    np.save(folder / name, array if array.flags.c_contiguous else array.copy(order="C"), allow_pickle=False)
+    np.save(
+        folder / name,
+        array if array.flags.c_contiguous else array.copy(order="C"),
+        allow_pickle=False,
+    )
     arrays.append(name)
     return {kind: name}
 
 
 def dump(value: Any, folder: str | os.PathLike) -> None:
-    """Write ``value`` into ``folder`` (created) as ``value.json`` and ``a<i>.npy`` files."""
+    """Write ``value`` into ``folder`` (created) as ``value.json`` and ``a<i>.npy``
+    files."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     encoded = _encode(value, folder, [], 0)
     (folder / "value.json").write_text(json.dumps({"value": encoded}), encoding="utf-8")
 
 
-# ---- reading (grader side) ------------------------------------------------------------------
+# ---- reading (grader side) -----------------------------------------------------------
 
 def _decode(node: Any, folder: Path, budget: list) -> Any:
     if node is None or isinstance(node, str):
@@ -144,7 +174,12 @@ def _decode(node: Any, folder: Path, budget: list) -> Any:
                 raise WireError("unhashable dict key") from None
         return result
     if kind in ("ndarray", "scalar", "tensor"):
-        if not isinstance(payload, str) or "/" in payload or "\\" in payload or not payload.endswith(".npy"):
+        if (
+            not isinstance(payload, str)
+            or "/" in payload
+            or "\\" in payload
+            or not payload.endswith(".npy")
+        ):
             raise WireError("bad array file name")
         path = folder / payload
         if path.is_symlink() or not path.is_file():
@@ -164,7 +199,8 @@ def _decode(node: Any, folder: Path, budget: list) -> Any:
 
 
 def load(folder: str | os.PathLike) -> Any:
-    """Read the value that :func:`dump` wrote into ``folder``. Runs no code from the files."""
+    """Read the value that :func:`dump` wrote into ``folder``. Runs no code from the
+    files."""
     folder = Path(folder)
     path = folder / "value.json"
     if path.is_symlink() or not path.is_file():
@@ -182,8 +218,17 @@ def load(folder: str | os.PathLike) -> Any:
         return _decode(data["value"], folder, [MAX_BYTES - size])
     except WireError:
         raise
-    except (RecursionError, ValueError, TypeError, KeyError, OSError, AttributeError) as err:
-        raise WireError(f"not a value the grader wrote ({type(err).__name__})") from None
+    except (
+        RecursionError,
+        ValueError,
+        TypeError,
+        KeyError,
+        OSError,
+        AttributeError,
+    ) as err:
+        raise WireError(
+            f"not a value the grader wrote ({type(err).__name__})"
+        ) from None
 
 
 def read_json(path: str | os.PathLike, limit: int = 1 << 20) -> Any:
@@ -197,7 +242,7 @@ def read_json(path: str | os.PathLike, limit: int = 1 << 20) -> Any:
         return None
 
 
-# ---- capture (kernel side) ------------------------------------------------------------------
+# ---- capture (kernel side) -----------------------------------------------------------
 
 def _describe(err: BaseException) -> str:
     text = f"{type(err).__name__}: {err}"
@@ -208,8 +253,9 @@ def capture(namespace: dict, label: str, folder: str, names: tuple[str, ...],
             kernel_call: str | None = None) -> None:
     """Record exercise ``label``'s answer from ``namespace`` (the kernel's globals) into
     ``folder``: ``status.json`` says what happened; ``value<j>/`` holds the value of
-    ``names[j]`` or, for a function answer (``kernel_call`` given), ``out<i>/`` holds the
-    output of ``kernel_call(namespace[names[0]], input)`` on the grader's input ``in<i>/``.
+    ``names[j]`` or, for a function answer (``kernel_call`` given), ``out<i>/`` holds
+    the output of ``kernel_call(namespace[names[0]], input)`` on the grader's input
+    ``in<i>/``.
 
     Never raises: the grader reads a missing or broken answer as a wrong one.
     """
@@ -229,10 +275,13 @@ def capture(namespace: dict, label: str, folder: str, names: tuple[str, ...],
             fn = namespace[names[0]]
             results = []
             for i in range(len(list(out.glob("in*")))):
-                results.append(_call_case(kernel_call, fn, load(out / f"in{i}"), out / f"out{i}"))
+                results.append(
+                    _call_case(kernel_call, fn, load(out / f"in{i}"), out / f"out{i}")
+                )
             status["state"] = "function"
             status["cases"] = results
-    except BaseException as err:  # noqa: BLE001 - the learner's value may break anything
+    except BaseException as err:  # noqa: BLE001
+        # the learner's value may break anything
         status["state"] = "error"
         status["error"] = _describe(err)
     (out / "status.json").write_text(json.dumps(status), encoding="utf-8")
