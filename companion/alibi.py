@@ -71,7 +71,9 @@ def alibi_key_bias(num_heads: int, k_len: int) -> torch.Tensor:
 
     Under a causal mask it gives the same softmax as :func:`alibi_bias`, because row
     ``i`` differs from ``-m (i - j)`` by the constant ``m i``, and softmax ignores a
-    constant added to a row. Without a mask it does not.
+    constant added to a row. Without a mask it does not. Add it to scores held in
+    float32: in bfloat16 the large entries ``m_h j`` of long rows lose the differences
+    that softmax reads (chapter 9 measures it).
 
     Returns:
         float64 tensor ``(num_heads, 1, k_len)``.

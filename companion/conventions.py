@@ -56,7 +56,8 @@ CONVENTIONS = [
             "b = 10000 ** (d / (d - 2)) gives the frequencies 10000^(-i / (d/2 - 1)), "
             "the last exactly 1/10000; the padding row is zero. tensor2tensor's "
             "get_timing_signal_1d is the same table numbered from 0, with no padding "
-            "row. RoBERTa's and BART's learned tables keep the same offset of 2"
+            "row. RoBERTa's and BART's learned tables keep the same offset of 2 "
+            "(RoBERTa skips left pads as fairseq does; transformers' BART counts them)"
         ),
     },
     {

@@ -12,9 +12,9 @@ sin tables. It covers every rope type there in ``transformers`` 5.24 (``linear``
 plain speeds (as GPT-NeoX computes them; Llama's ignores ``partial_rotary_factor``).
 
 Two values a rope type may need are not in the dict but elsewhere in the config:
-``max_position_embeddings`` (``dynamic`` always; ``yarn`` and ``longrope`` when
-``factor`` is absent) and, for ``dynamic`` and ``longrope``, ``seq_len``, the length
-being run.
+``max_position_embeddings`` (``dynamic`` always; ``yarn`` when ``factor`` is
+``None``, ``longrope`` when it is absent or ``None``) and, for ``dynamic`` and
+``longrope``, ``seq_len``, the length being run.
 
 The library computes in float32, this module in float64: they agree to a relative
 2e-6. The book's own short forms (``{"type": "yarn", "original_max_len": L, ...}``) are
@@ -118,7 +118,13 @@ def _required(params: dict, key: str, kind: str, what: str) -> Any:
 def _factor(
     params: dict, kind: str, max_position_embeddings: int | None, original: int | None
 ) -> float:
-    """``factor``; for yarn and longrope without it, the length ratio."""
+    """``factor``; for yarn's ``None`` and longrope's absent or ``None``, the ratio."""
+    if kind == "yarn" and "factor" not in params:
+        raise ValueError(
+            "rope_type 'yarn' needs the key rope_parameters['factor'] (transformers "
+            "refuses a yarn dict without it); set it to None to use the ratio "
+            "max_position_embeddings / original_max_position_embeddings"
+        )
     if params.get("factor") is None and kind in ("yarn", "longrope"):
         if max_position_embeddings is None:
             raise ValueError(
@@ -259,8 +265,8 @@ def from_rope_parameters(
         head_dim: features per attention head.
         base: the base, for a dict without ``rope_theta`` (default 10000); giving both
             with different values is an error.
-        max_position_embeddings: the config's value (``dynamic``; ``yarn`` and
-            ``longrope`` without ``factor``).
+        max_position_embeddings: the config's value (``dynamic``; ``yarn`` with
+            ``factor`` None, ``longrope`` without ``factor``).
         seq_len: the length being run: ``dynamic`` grows its base past
             ``max_position_embeddings``; ``longrope`` uses ``long_factor`` past
             ``original_max_position_embeddings`` and ``short_factor`` otherwise.

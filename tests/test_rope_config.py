@@ -128,7 +128,7 @@ def test_yarn(head_dim, base, p, extra):
     )
 
 
-def test_yarn_without_factor_reads_max_position_embeddings():
+def test_yarn_with_factor_none_reads_max_position_embeddings():
     params = {
         "rope_type": "yarn",
         "rope_theta": 1e4,
@@ -138,6 +138,14 @@ def test_yarn_without_factor_reads_max_position_embeddings():
     check(params, 64, max_len=4096 * 40)
     with pytest.raises(ValueError, match="max_position_embeddings"):
         from_rope_parameters(params, 64)
+    del params["factor"]  # transformers refuses a yarn dict without the key
+    with pytest.raises(ValueError, match="needs the key"):
+        from_rope_parameters(params, 64, max_position_embeddings=4096 * 40)
+
+
+def test_longrope_without_factor_reads_max_position_embeddings():
+    params = longrope_params(32, 0)
+    check(params, 64, max_len=4096 * 32, seq_len=5000)
 
 
 def longrope_params(pairs, seed, **extra):

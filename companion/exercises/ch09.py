@@ -109,8 +109,9 @@ def check_alibi_bias_entry(answer) -> Feedback:
         )
     if _close(value, expected / math.sqrt(ENTRY_HEAD_DIM)):
         return wrong(
-            "ALiBi's bias is added to the scores after the 1/sqrt(d) scaling; the bias "
-            "itself is not scaled."
+            "In the paper's convention (and BLOOM's) ALiBi's bias is added after the "
+            "1/sqrt(d) scaling and is not scaled itself (transformers' Falcon divides "
+            "it by sqrt(d))."
         )
     if any(
         _close(abs(value), slopes[h] * distance)
@@ -166,7 +167,7 @@ def check_alibi_half_lives(answer) -> Feedback:
             "The half-life should grow as the slope shrinks: a flatter head forgets "
             "more slowly."
         )
-    if _close(lives, np.log2(2.0) / slopes) or _close(lives, math.log10(2.0) / slopes):
+    if _close(lives, math.log10(2.0) / slopes):  # log2(2) / m would be 1 / m, above
         return wrong(
             "Softmax uses the natural exponential: the weight halves where the bias is "
             "-ln 2, natural log."
