@@ -205,7 +205,8 @@ def check_scheme_for_requirement(answer) -> Feedback:
     expected = _alibi_far_share(r["served"] - r["trained"], r["served"], r["heads"])
     if math.isclose(value, expected, rel_tol=1e-3):
         return right(
-            f"ALiBi, and its flattest head puts about {expected:.1e} of its attention "
+            f"ALiBi, and its flattest head puts about one part in {1 / expected:.1e} "
+            "of its attention "
             "on the first 2048 tokens at equal content scores: it runs, but it does "
             "not look that far."
         )
