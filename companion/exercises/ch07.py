@@ -22,6 +22,14 @@ PERM_DIM = 8
 WEIGHT_HEADS, WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM = 2, 8, 12
 
 
+
+def _unreadable(message: str) -> Feedback:
+    """``as_array``'s message, with the way back from complex numbers when that is the
+    problem."""
+    if "complex" in message:
+        message += "; turn each complex number back into two real features"
+    return wrong(message)
+
 def _theta(dim: int, base: float = 10000.0) -> np.ndarray:
     return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
 
@@ -36,14 +44,7 @@ def check_rope_rotated_vector(answer) -> Feedback:
     interleaved pairs)."""
     got = as_array(answer, (4,))
     if isinstance(got, str):
-        return wrong(
-            got
-            + (
-                "; turn each complex number back into two real features"
-                if "complex" in got
-                else ""
-            )
-        )
+        return _unreadable(got)
     x = np.array(ROPE_HAND_VECTOR)
     expected = _rotate_interleaved(x, ROPE_HAND_POSITION)
     if np.allclose(got, expected, atol=1e-5):  # float32 answers welcome
@@ -128,14 +129,7 @@ def check_rope_halves_query_weight(answer) -> Feedback:
     shape = (WEIGHT_HEADS * WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM)
     got = as_array(answer, shape)
     if isinstance(got, str):
-        return wrong(
-            got
-            + (
-                "; turn each complex number back into two real features"
-                if "complex" in got
-                else ""
-            )
-        )
+        return _unreadable(got)
     w = rope_interleaved_query_weight()
     perm = _layout_perm(WEIGHT_HEAD_DIM)
     rows = np.concatenate([h * WEIGHT_HEAD_DIM + perm for h in range(WEIGHT_HEADS)])
