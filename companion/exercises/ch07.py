@@ -22,13 +22,13 @@ PERM_DIM = 8
 WEIGHT_HEADS, WEIGHT_HEAD_DIM, WEIGHT_MODEL_DIM = 2, 8, 12
 
 
-
 def _unreadable(message: str) -> Feedback:
     """``as_array``'s message, with the way back from complex numbers when that is the
     problem."""
     if "complex" in message:
         message += "; turn each complex number back into two real features"
     return wrong(message)
+
 
 def _theta(dim: int, base: float = 10000.0) -> np.ndarray:
     return base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
