@@ -61,7 +61,7 @@ bench: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab book/
 
-# Retrain every model chapter 11 reads (companion/lab_runs.py; about 90 minutes on two
+# Retrain every model chapter 12 reads (companion/lab_runs.py; about 90 minutes on two
 # cores) and rewrite book/data/lab_runs/. Narrow it with LAB_ONLY='repeat--rope*' or
 # LAB_SEEDS_ONLY=0,1; LAB_DEVICE=cuda trains on a GPU (then LAB_WORKERS=1).
 LAB_ONLY ?= *

@@ -1,6 +1,6 @@
 """The lab chapters' recorded results, read back without training anything.
 
-The lab chapters (11 to 13) train small models; ``book/data/lab_results.json`` keeps the
+The lab chapters (12 to 14) train small models; ``book/data/lab_results.json`` keeps the
 numbers they measured, one entry per seed, so that a later chapter can cite them in a
 second instead of training again. :func:`recorded` reads that file. Losses are in nats
 per predicted token, as everywhere in the lab.
@@ -8,17 +8,17 @@ per predicted token, as everywhere in the lab.
 The file's structure (``L`` is the lab's training length; lengths are string keys, as
 JSON writes them)::
 
-    {"ch11": {"seeds": [...], "lens": [L, 2L, 4L, 8L],
+    {"ch12": {"seeds": [...], "lens": [L, 2L, 4L, 8L],
               "floor_by_length": {"32": ..., ...},
               "loss": {scheme: [[loss at each length] for each seed]}},
-     "ch12": {"names": [...], "loss": {name: [loss for each seed]}, "floor": ...},
-     "ch13": {"factors": [2, 4, 8], "train_len": L, "source": name,
+     "ch13": {"names": [...], "loss": {name: [loss for each seed]}, "floor": ...},
+     "ch14": {"factors": [2, 4, 8], "train_len": L, "source": name,
               "trained": [excess at L for each seed],
               "zero_shot": {method: [[excess at each factor * L] for each seed]},
               "finetuned": {method: [[excess at each factor * L, or null]
                                      for each seed]}}}
 
-Chapter 13's numbers are excesses: the loss minus the source's exact loss on the same
+Chapter 14's numbers are excesses: the loss minus the source's exact loss on the same
 tokens (``source`` names it, one of :data:`companion.lab_runs.SOURCES`), so 0 is the
 best possible at every length. ``null`` marks a factor at which a method was not
 fine-tuned (the lab fine-tunes at one factor only).
@@ -34,9 +34,9 @@ RESULTS = Path(__file__).resolve().parents[1] / "book" / "data" / "lab_results.j
 # What each chapter's entry must hold; a file without them was written by something
 # else.
 KEYS = {
-    "ch11": ("seeds", "lens", "floor_by_length", "loss"),
-    "ch12": ("names", "loss", "floor"),
-    "ch13": ("factors", "train_len", "source", "trained", "zero_shot", "finetuned"),
+    "ch12": ("seeds", "lens", "floor_by_length", "loss"),
+    "ch13": ("names", "loss", "floor"),
+    "ch14": ("factors", "train_len", "source", "trained", "zero_shot", "finetuned"),
 }
 
 
@@ -48,7 +48,7 @@ def recorded(path=None) -> dict:
             ``book/data/lab_results.json`` of this repository.
 
     Returns:
-        ``{"ch11": {...}, "ch12": {...}, "ch13": {...}}`` as the module's description
+        ``{"ch12": {...}, "ch13": {...}, "ch14": {...}}`` as the module's description
         shows.
     """
     if path is None:
@@ -60,7 +60,7 @@ def recorded(path=None) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(
-            f"no recorded lab results at {path}; run the lab chapters (11 to 13), "
+            f"no recorded lab results at {path}; run the lab chapters (12 to 14), "
             "which write it"
         )
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -144,7 +144,7 @@ def record(chapter: str, entry: dict, *, path=None) -> bool:
     or written.
 
     Args:
-        chapter: ``"ch11"``, ``"ch12"`` or ``"ch13"``.
+        chapter: ``"ch12"``, ``"ch13"`` or ``"ch14"``.
         entry: the chapter's results, structured as the module's description shows.
         path: the JSON file; by default ``book/data/lab_results.json``.
 

@@ -1,138 +1,154 @@
-"""Tests of the chapter 12 checkers: right answers pass, typical mistakes get a useful hint,
-and nothing a learner might pass makes a checker raise."""
+"""Tests of the chapter 12 checkers: right answers pass, typical mistakes get a hint, bad input never raises."""
+
+from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
 import torch
 
-from companion.exercises import Feedback, check_position_dim_rerun
-from companion.exercises.ch12 import check_seed_spread_verdicts, check_widened_concat_parameters
-from companion.model import ModelConfig, TinyDecoder
+from companion.exercises import (
+    Feedback, check_chunk_floor_16, check_early_token_counts, check_order_one_rerun, check_table2_flat_methods,
+)
+from companion.lab import default_source
+
+BAD = [None, "abc", 3.0j, [1, 2, 3], [[1, 2], [3]], {"a": 1}, np.zeros((3, 3)), object(), float("nan")]
 
 
-def parameters(dim, **kwargs):
-    return TinyDecoder(ModelConfig(vocab_size=8, dim=dim, num_layers=2, position="learned", max_len=32, **kwargs)).num_parameters()
+# ---- ch12-floor-16 ---------------------------------------------------------------------
+
+def _floor_16():
+    """Independently: H(x1 | x0) from the stationary pair distribution, then h for the other 14 predictions."""
+    chain = default_source()
+    pairs = chain.stationary.reshape(8, 8)  # p(x0, x1)
+    first = float(-(pairs * np.log(pairs / pairs.sum(axis=1, keepdims=True))).sum())
+    rate = float(-(chain.stationary[:, None] * chain.transitions * np.log(chain.transitions)).sum())
+    return (first + 14 * rate) / 15, first, rate
 
 
-# Independent right answers: the companion's own model, and the intervals worked out by hand.
-WIDENED = parameters(128, combine="concat", position_dim=32)
-ADDED = parameters(96)
-SPLIT = parameters(96, combine="concat", position_dim=32)
-# A: X 1.701 +/- 0.0105 = [1.6905, 1.7115], Y 1.6837 +/- 0.0045 = [1.6792, 1.6882]: apart.
-# B: X 1.661 +/- 0.0105 = [1.6505, 1.6715], Y 1.6547 +/- 0.0135 = [1.6412, 1.6682]: overlap.
-VERDICTS = ["real", "within the spread"]
-
-ODD_INPUTS = [None, "0.5", b"x", {"a": 1}, {1, 2}, object(), [1, [2, 3]], np.array(["a", "b"]),
-              np.array([1 + 2j]), torch.zeros(2, 3, requires_grad=True), float("nan"), float("inf"), -1, True,
-              ["real"], ["real", 1], ("real", "maybe"), 3.5]
+def test_floor_accepts_the_number_in_many_forms():
+    floor, _, _ = _floor_16()
+    for answer in (floor, np.float32(floor), torch.tensor(floor), np.array([floor]), round(floor, 4)):
+        assert check_chunk_floor_16(answer)
 
 
-@pytest.mark.parametrize("checker", [check_widened_concat_parameters, check_seed_spread_verdicts])
-@pytest.mark.parametrize("answer", ODD_INPUTS, ids=range(len(ODD_INPUTS)))
-def test_odd_inputs_are_rejected_without_raising(checker, answer):
-    feedback = checker(answer)
-    assert isinstance(feedback, Feedback)
-    assert not feedback
-    assert feedback.message
+def test_floor_rejects_typical_mistakes():
+    floor, first, rate = _floor_16()
+    for answer, hint in [
+        (rate, "full context"),
+        ((first + 15 * rate) / 16, "Off by one"),
+        ((first + 13 * rate) / 14, "Off by one"),
+        (first + 14 * rate, "total"),
+        (first, "first prediction only"),
+        (math.log(8), "Not the chunk's floor"),
+    ]:
+        feedback = check_chunk_floor_16(answer)
+        assert isinstance(feedback, Feedback) and not feedback
+        assert hint in feedback.message
 
 
-def test_widened_reference_is_the_learned_concat_model():
-    assert WIDENED == 399_624
-    assert SPLIT < ADDED < WIDENED
+@pytest.mark.parametrize("answer", BAD + [True, [1.0, 2.0]])
+def test_floor_never_raises(answer):
+    feedback = check_chunk_floor_16(answer)
+    assert isinstance(feedback, Feedback) and not feedback
 
 
-@pytest.mark.parametrize("answer", [WIDENED, np.int64(WIDENED), torch.tensor(WIDENED), np.array(WIDENED)])
-def test_widened_accepts(answer):
-    feedback = check_widened_concat_parameters(answer)
-    assert feedback, feedback.message
-    assert repr(feedback).startswith("Correct.")
+# ---- ch12-table2-flat ------------------------------------------------------------------
+
+def test_flat_methods_accepts_any_collection_of_the_names():
+    for answer in (["t5", "alibi"], ("alibi", "t5"), {"t5", "alibi"}, ["ALiBi", " T5 "], np.array(["t5", "alibi"])):
+        assert check_table2_flat_methods(answer)
 
 
 @pytest.mark.parametrize(
-    "answer, words",
-    [(ADDED, "adding model"), (2 * ADDED, "square"), (SPLIT, "splits"), (WIDENED - 32 * 32, "learned position table"),
-     (float(WIDENED), "integer"), (WIDENED + 1, "build the twin")],
+    "answer, hint",
+    [
+        (["alibi"], "perplexities"),
+        (["t5"], "Getting better counts"),
+        (["t5", "alibi", "rotary"], "rotary"),
+        (["sinusoidal", "alibi", "t5"], "sinusoidal"),
+        ([], "missing"),
+        (["rope"], "unknown"),
+    ],
 )
-def test_widened_rejects_with_hint(answer, words):
-    feedback = check_widened_concat_parameters(answer)
-    assert not feedback
-    assert words in feedback.message
+def test_flat_methods_rejects_typical_mistakes(answer, hint):
+    feedback = check_table2_flat_methods(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
 
 
-@pytest.mark.parametrize("answer", [VERDICTS, tuple(VERDICTS), ["Real ", "Within  the spread"]])
-def test_verdicts_accept(answer):
-    feedback = check_seed_spread_verdicts(answer)
-    assert feedback, feedback.message
+@pytest.mark.parametrize("answer", [None, "t5", b"alibi", 3, [1, 2], {"a": 1}, np.array([["t5"]]), np.array([1.0]), object()])
+def test_flat_methods_never_raises(answer):
+    feedback = check_table2_flat_methods(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- ch12-early-tokens -----------------------------------------------------------------
+
+COUNTS = np.array([8192 / 32, 8192 / 64, 8192 / 128, 8192 / 256])  # one starved prediction per chunk
+
+
+def test_early_counts_accepts_the_counts_in_many_forms():
+    for answer in (COUNTS, COUNTS.astype(int).tolist(), torch.tensor(COUNTS), tuple(COUNTS.astype(int))):
+        assert check_early_token_counts(answer)
 
 
 @pytest.mark.parametrize(
-    "answer, words",
-    [(VERDICTS[::-1], "swapped"), (["real", "real"], "clears zero"), (["within the spread"] * 2, "seed by seed"),
-     ("real", "list of two"), (["real", "within"], "one of")],
+    "answer, hint",
+    [
+        (COUNTS[::-1], "wrong order"),
+        (2 * COUNTS, "Two per chunk"),
+        (np.ones(4), "per chunk"),
+        (1 / np.array([31, 63, 127, 255]), "fractions"),
+        (COUNTS * np.array([31, 63, 127, 255]), "every prediction"),
+        (COUNTS + 1, "Not the counts"),
+    ],
 )
-def test_verdicts_reject_with_hint(answer, words):
-    feedback = check_seed_spread_verdicts(answer)
-    assert not feedback
-    assert words in feedback.message
+def test_early_counts_rejects_typical_mistakes(answer, hint):
+    feedback = check_early_token_counts(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
 
 
-# ---- ch12-position-dim -----------------------------------------------------------------
-
-def _rows(position_dim, losses, steps=400, seeds=(0, 1, 2), options=True):
-    """A stand-in for lab.add_vs_concat's rows, with the parameter count of the lab's real model."""
-    from companion import lab
-
-    params = TinyDecoder(ModelConfig(8, position="sinusoidal", combine="concat", position_dim=position_dim,
-                                     max_len=32, **lab.MODEL)).num_parameters()
-    given = {"position_dim": position_dim} if options else {}
-    return [{"position": "sinusoidal", "combine": "concat", "scale": True, "options": given, "seed": s,
-             "loss": loss, "parameters": params, "history": [0.0] * steps} for s, loss in zip(seeds, losses)]
+@pytest.mark.parametrize("answer", BAD + [np.array(["a", "b", "c", "d"]), np.full(4, np.inf), COUNTS[:3]])
+def test_early_counts_never_raises(answer):
+    feedback = check_early_token_counts(answer)
+    assert isinstance(feedback, Feedback) and not feedback
 
 
-def test_position_dim_reference_counts_differ_by_the_token_table():
-    # Moving 16 features from tokens to positions removes 16 columns of the 8-row token table.
-    assert _rows(8, [1.6])[0]["parameters"] - _rows(24, [1.6])[0]["parameters"] == 8 * 16
+# ---- ch12-order-one --------------------------------------------------------------------
+
+def _rerun(none_at_L, alibi_at_L=1.0, order=1, seeds=(0, 1, 2), steps=150):
+    """A stand-in for lab.length_extrapolation's result (no training needed to test the checker)."""
+    from companion.data import MarkovChain
+
+    n = len(seeds)
+    return {"floor": MarkovChain(8, order, seed=0).entropy_rate(), "seeds": list(seeds),
+            "loss": {"none": np.full((n, 4), none_at_L), "alibi": np.full((n, 4), alibi_at_L)},
+            "history": {"none": np.zeros((n, steps)), "alibi": np.zeros((n, steps))}}
 
 
-def test_position_dim_checks_the_verdict_against_the_learners_numbers():
-    apart = (_rows(8, [1.70, 1.71, 1.72]), _rows(24, [1.60, 1.61, 1.62]))
-    close = (_rows(8, [1.60, 1.62, 1.64]), _rows(24, [1.61, 1.61, 1.63]))
-    assert check_position_dim_rerun(*apart, "real")
-    assert check_position_dim_rerun(*close, "within the spread")
-    assert not check_position_dim_rerun(*apart, "within the spread")
-    float32 = (_rows(8, np.float32([1.70, 1.71, 1.72])), _rows(24, np.float32([1.60, 1.61, 1.62])))
-    assert check_position_dim_rerun(*float32, "real")
-    float64 = (_rows(8, np.float64([1.60, 1.62, 1.64])), _rows(24, np.float64([1.61, 1.61, 1.63])))
-    assert check_position_dim_rerun(*float64, "within the spread")
+def test_order_one_checks_the_answer_against_the_learners_own_numbers():
+    keeps_up, falls_behind = _rerun(1.02), _rerun(1.2, order=2)
+    assert check_order_one_rerun(keeps_up, falls_behind, True)
+    assert check_order_one_rerun(_rerun(1.2), falls_behind, False)
+    assert check_order_one_rerun(keeps_up, _rerun(1.02, order=2), False)  # the control keeps up too
+    assert "order-2 control" in repr(check_order_one_rerun(keeps_up, _rerun(1.02, order=2), False))
+    assert "Compare the two schemes" in repr(check_order_one_rerun(keeps_up, falls_behind, False))
+    assert "Compare the two schemes" in repr(check_order_one_rerun(_rerun(1.2), falls_behind, True))
+    assert check_order_one_rerun(_rerun(np.float32(1.02), np.float32(1.0)), falls_behind, np.bool_(True))
 
 
-def test_position_dim_accepts_two_separate_calls():
-    # lab.add_vs_concat(position_dim=8, ...) gives rows without options; the split is what counts.
-    assert check_position_dim_rerun(_rows(8, [1.6] * 3, options=False), _rows(24, [1.7] * 3, options=False),
-                                    "real")
-
-
-def test_position_dim_rejects_the_rows_of_one_call_unsplit():
-    both = _rows(8, [1.6] * 3) + _rows(24, [1.6] * 3, seeds=(0, 1, 2))
-    feedback = check_position_dim_rerun(both, _rows(24, [1.6] * 3), "real")
-    assert not feedback and "one split per list" in feedback.message
-
-
-@pytest.mark.parametrize("rows_8, rows_24, answer, hint", [
-    (_rows(16, [1.6] * 3), _rows(24, [1.6] * 3), "real", "{'position_dim': 8}"),
-    (_rows(24, [1.6] * 3), _rows(8, [1.6] * 3), "real", "rows_8: these rows do not have 8 position features"),
-    (_rows(8, [1.6] * 3, steps=130), _rows(24, [1.6] * 3), "real", "steps=400"),
-    (_rows(8, [1.6] * 2, seeds=(0, 1)), _rows(24, [1.6] * 3), "real", "seeds=(0, 1, 2)"),
-    (_rows(8, [1.6] * 3), _rows(24, [1.6] * 3), "maybe", "one of"),
-    ("rows", _rows(24, [1.6] * 3), "real", "list of the rows"),
-    (_rows(8, [1.6] * 3), [dict(r, position="learned") for r in _rows(24, [1.6] * 3)], "real", "'sinusoidal'"),
+@pytest.mark.parametrize("rerun, control, answer, hint", [
+    (_rerun(1.0, order=2), _rerun(1.2, order=2), True, "rerun did not use the order-1 chain"),
+    (_rerun(1.0), _rerun(1.2), True, "control did not use the order-2 chain"),
+    (_rerun(1.0, seeds=(0, 1)), _rerun(1.2, order=2), True, "seeds=(0, 1, 2) in rerun"),
+    (_rerun(1.0), _rerun(1.2, order=2, steps=400), True, "Train control for steps=150"),
+    (_rerun(1.0), _rerun(1.2, order=2), "yes", "True or False"),
+    ({"loss": {}}, _rerun(1.2, order=2), True, "the dict that lab.length_extrapolation"),
+    (_rerun(1.0), "result", True, "control should be the dict"),
 ])
-def test_position_dim_explains_a_wrong_rerun(rows_8, rows_24, answer, hint):
-    feedback = check_position_dim_rerun(rows_8, rows_24, answer)
+def test_order_one_explains_a_wrong_run(rerun, control, answer, hint):
+    feedback = check_order_one_rerun(rerun, control, answer)
     assert not feedback and hint in feedback.message
-
-
-@pytest.mark.parametrize("answer", ODD_INPUTS, ids=range(len(ODD_INPUTS)))
-def test_position_dim_odd_inputs_are_rejected_without_raising(answer):
-    feedback = check_position_dim_rerun(answer, answer, answer)
-    assert isinstance(feedback, Feedback) and not feedback and feedback.message

@@ -2,137 +2,145 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
 
 from companion.exercises import (
-    Feedback,
-    check_left_padded_position_ids,
-    check_packed_causal_mask,
-    check_schemes_without_position_ids,
+    Feedback, check_best_zero_shot_at_4x, check_ntk_base_head16, check_small_base_rerun, check_tiny_yarn_gamma,
 )
 
-BAD_INPUTS = [None, "abc", 3.0, [1, 2, 3], [[1, 2], [3]], {"a": 1}, np.zeros((3, 3)), np.array([1j, 2j]), object()]
-
-# ---- ch14-left-position-ids ------------------------------------------------------------
-
-MASK = np.array([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])  # the statement's
-# Written out by hand for that mask.
-POSITIONS = np.array([[0, 0, 0, 0, 1, 2], [0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])
+BAD_INPUTS = [None, "abc", {"a": 1}, np.zeros((3, 3)), np.array([1j, 2j]), float("nan"), True, object()]
 
 
-def test_position_ids_accept_the_answer_in_many_forms():
-    for answer in (POSITIONS, POSITIONS.tolist(), torch.tensor(POSITIONS), POSITIONS.astype(np.float32),
-                   POSITIONS.astype(np.float64), torch.tensor(POSITIONS, dtype=torch.int32)):
-        assert check_left_padded_position_ids(answer)
+def _rejected(feedback, hint):
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message, feedback.message
+
+
+# ---- ch14-yarn-gamma -------------------------------------------------------------------
+
+def _gamma_loop() -> np.ndarray:
+    """gamma_i written out pair by pair: turns of 10000^(-i/8) rad/position over 32 positions."""
+    out = []
+    for i in range(8):
+        turns = 32 * 10000.0 ** (-2 * i / 16) / (2 * math.pi)
+        out.append(min(1.0, max(0.0, (turns - 1) / 31)))
+    return np.array(out)
+
+
+GAMMA = _gamma_loop()
+
+
+def test_gamma_reference_matches_the_chapter_story():
+    assert np.count_nonzero(GAMMA) == 2 and GAMMA.max() < 0.2  # two pairs on the ramp, none kept
+
+
+@pytest.mark.parametrize("form", [np.asarray, list, torch.tensor, lambda v: v.astype(np.float32)])
+def test_gamma_accepts_many_forms(form):
+    assert check_tiny_yarn_gamma(form(GAMMA))
 
 
 @pytest.mark.parametrize(
     "answer, hint",
     [
-        (np.tile(np.arange(6), (3, 1)), "column indices"),
-        (np.where(MASK == 1, np.cumsum(MASK, axis=1), 0), "Off by one"),
-        (np.array([[-1, -1, -1, 0, 1, 2], [-1, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]]), "0 on every padding"),
-        (np.array([[0, 1, 2, 0, 0, 0], [0, 1, 2, 3, 4, 0], [0, 1, 2, 3, 4, 5]]), "right-padded"),
-        (np.ones((3, 6)), "running sum"),
-        (POSITIONS + 0.5, "whole numbers"),
+        ((32 * 10000.0 ** (-np.arange(8) / 8) / (2 * math.pi) - 1) / 31, "negative"),
+        (np.clip((32 * 10000.0 ** (-np.arange(8) / 8) - 1) / 31, 0, 1), "radians"),
+        (1 - GAMMA, "weight of the original speed"),
+        (GAMMA[::-1].copy(), "reversed"),
+        (np.full(8, 2.0), "between 0 and 1"),
+        (np.full(8, 0.5), "turns of each pair"),
     ],
 )
-def test_position_ids_reject_typical_mistakes(answer, hint):
-    feedback = check_left_padded_position_ids(answer)
-    assert isinstance(feedback, Feedback) and not feedback
-    assert hint in feedback.message
+def test_gamma_rejects_typical_mistakes(answer, hint):
+    _rejected(check_tiny_yarn_gamma(answer), hint)
 
 
-@pytest.mark.parametrize("answer", BAD_INPUTS + [POSITIONS[:2], POSITIONS.T, np.full((3, 6), np.nan), True])
-def test_position_ids_never_raise(answer):
-    feedback = check_left_padded_position_ids(answer)
-    assert isinstance(feedback, Feedback) and not feedback
+@pytest.mark.parametrize("answer", BAD_INPUTS + [np.zeros(7), [1.0, 2.0], np.array([np.nan] * 8)])
+def test_gamma_never_raises(answer):
+    _rejected(check_tiny_yarn_gamma(answer), "expected")
 
 
-# ---- ch14-packed-mask --------------------------------------------------------------------
+# ---- ch14-ntk-base ---------------------------------------------------------------------
 
-# Documents of lengths 2, 3, 1: causal blocks on the diagonal, written out by hand.
-PACKED = np.array(
-    [
-        [1, 0, 0, 0, 0, 0],
-        [1, 1, 0, 0, 0, 0],
-        [0, 0, 1, 0, 0, 0],
-        [0, 0, 1, 1, 0, 0],
-        [0, 0, 1, 1, 1, 0],
-        [0, 0, 0, 0, 0, 1],
-    ],
-    dtype=bool,
-)
-BLOCKS = np.array(
-    [[1, 1, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 0], [0, 0, 1, 1, 1, 0], [0, 0, 1, 1, 1, 0],
-     [0, 0, 0, 0, 0, 1]],
-    dtype=bool,
-)
+# Solve (b')^(-14/16) = 10000^(-14/16) / 4 for b' directly, in logs.
+NTK_BASE = math.exp(math.log(10000.0) + (16 / 14) * math.log(4.0))
 
 
-def test_packed_mask_accepts_the_answer_in_many_forms():
-    for answer in (PACKED, PACKED.astype(int), PACKED.tolist(), torch.tensor(PACKED), PACKED[None],
-                   PACKED.astype(np.float32), torch.tensor(PACKED, dtype=torch.float64)):
-        assert check_packed_causal_mask(answer)
+def test_ntk_base_does_what_the_exercise_says():
+    slowest_before, slowest_after = 10000.0 ** (-14 / 16), NTK_BASE ** (-14 / 16)
+    assert math.isclose(slowest_before / slowest_after, 4.0, rel_tol=1e-12)
 
 
-def test_the_hand_written_mask_is_causal_and_inside_documents():
-    assert np.array_equal(PACKED, BLOCKS & np.tril(np.ones((6, 6), dtype=bool)))
+@pytest.mark.parametrize("form", [float, np.float64, np.float32, np.array, torch.tensor, lambda v: [v]])
+def test_ntk_base_accepts_many_forms(form):
+    assert check_ntk_base_head16(form(NTK_BASE))
 
 
 @pytest.mark.parametrize(
     "answer, hint",
-    [
-        (PACKED.T, "transpose"),
-        (BLOCKS, "Add the causal part"),
-        (np.tril(np.ones((6, 6), dtype=bool)), "plain causal mask"),
-        (np.eye(6, dtype=bool), "which tokens share"),
-        (PACKED * 2, "True/False"),
-    ],
+    [(40000.0, "exactly s"), (10000.0 * 4 ** (14 / 16), "upside down"), (2500.0, "grow"), (10000.0 * 16, "slowest pair")],
 )
-def test_packed_mask_rejects_typical_mistakes(answer, hint):
-    feedback = check_packed_causal_mask(answer)
-    assert isinstance(feedback, Feedback) and not feedback
-    assert hint in feedback.message
+def test_ntk_base_rejects_typical_mistakes(answer, hint):
+    _rejected(check_ntk_base_head16(answer), hint)
 
 
-@pytest.mark.parametrize("answer", BAD_INPUTS + [PACKED[:5], np.stack([PACKED, PACKED]), np.full((6, 6), np.nan)])
-def test_packed_mask_never_raises(answer):
-    feedback = check_packed_causal_mask(answer)
-    assert isinstance(feedback, Feedback) and not feedback
+@pytest.mark.parametrize("answer", BAD_INPUTS + [np.array([1.0, 2.0]), float("inf")])
+def test_ntk_base_never_raises(answer):
+    _rejected(check_ntk_base_head16(answer), "expected")
 
 
-# ---- ch14-which-schemes -------------------------------------------------------------------
+# ---- ch14-best-at-4x -------------------------------------------------------------------
 
-SHIFT_FREE = {"none", "t5", "rope", "alibi"}
-
-
-def test_schemes_accept_the_answer_in_many_forms():
-    for answer in (SHIFT_FREE, sorted(SHIFT_FREE), tuple(SHIFT_FREE), frozenset(SHIFT_FREE),
-                   np.array(sorted(SHIFT_FREE)), ["None", " RoPE", "T5", "alibi"]):
-        assert check_schemes_without_position_ids(answer)
+@pytest.mark.parametrize("answer", ["linear", "PI", " Linear ", "position interpolation"])
+def test_best_at_4x_accepts_the_lowest_loss(answer):
+    # In the exercise's dict the 4x losses are none 1.98, linear 1.83, ntk 1.88, yarn 1.85.
+    assert check_best_zero_shot_at_4x(answer)
 
 
 @pytest.mark.parametrize(
     "answer, hint",
-    [
-        (SHIFT_FREE | {"learned"}, "absolute scheme"),
-        ({"sinusoidal", "learned"}, "absolute scheme"),
-        (SHIFT_FREE - {"none"}, "no position information"),
-        (SHIFT_FREE - {"rope"}, "difference of the two positions"),
-        (SHIFT_FREE - {"alibi"}, "key position minus query position"),
-        ({"xpos"}, "unknown scheme"),
-    ],
+    [("ntk", "best at 2L"), ("NTK", "best at 2L"), ("yarn", "best at 8L"), ("none", "highest loss")],
 )
-def test_schemes_reject_typical_mistakes(answer, hint):
-    feedback = check_schemes_without_position_ids(answer)
-    assert isinstance(feedback, Feedback) and not feedback
-    assert hint in feedback.message
+def test_best_at_4x_rejects_typical_mistakes(answer, hint):
+    _rejected(check_best_zero_shot_at_4x(answer), hint)
 
 
-@pytest.mark.parametrize("answer", [None, "rope", 3, [1, 2], {"rope": 1}, np.zeros(3), object()])
-def test_schemes_never_raise(answer):
-    feedback = check_schemes_without_position_ids(answer)
-    assert isinstance(feedback, Feedback) and not feedback
+@pytest.mark.parametrize("answer", [None, 4, 1.83, ["linear"], {"linear": 1.83}, "rope", ""])
+def test_best_at_4x_never_raises(answer):
+    _rejected(check_best_zero_shot_at_4x(answer), "expected")
+
+
+# ---- ch14-small-base -------------------------------------------------------------------
+
+def _result(yarn, linear, options=None, seeds=(0, 1), factors=(4,), steps=200):
+    """A stand-in for lab.rope_extension's result."""
+    n = len(seeds)
+    return {"seeds": list(seeds), "factors": list(factors), "steps": steps,
+            "model_options": {"rope_base": 100.0} if options is None else options,
+            "zero_shot": {"yarn": np.full((n, 1), yarn), "linear": np.full((n, 1), linear),
+                          "none": np.full((n, 1), 2.0), "ntk": np.full((n, 1), 2.0)}}
+
+
+def test_small_base_counts_kept_pairs_and_reads_the_learners_numbers():
+    assert check_small_base_rerun(_result(1.8, 1.9), (1, True))
+    assert check_small_base_rerun(_result(1.9, 1.8), (1, False))
+    assert check_small_base_rerun(_result(np.float32(1.8), np.float32(1.9)), (np.int64(1), np.bool_(True)))
+    assert "Compare result" in check_small_base_rerun(_result(1.9, 1.8), (1, True)).message
+    assert "Count the pairs" in check_small_base_rerun(_result(1.8, 1.9), (0, True)).message
+
+
+@pytest.mark.parametrize("result, answer, hint", [
+    (_result(1.8, 1.9, options={}), (1, True), "model_options"),
+    (_result(1.8, 1.9, seeds=(0, 1, 2)), (1, True), "seeds=(0, 1)"),
+    (_result(1.8, 1.9, factors=(2, 4)), (1, True), "factors=(4,)"),
+    (_result(1.8, 1.9, steps=400), (1, True), "steps=200"),
+    (_result(1.8, 1.9), 1, "a pair"),
+    (_result(1.8, 1.9), (1, "yes"), "True or False"),
+    ({"zero_shot": {}}, (1, True), "lab.rope_extension"),
+])
+def test_small_base_explains_a_wrong_rerun(result, answer, hint):
+    feedback = check_small_base_rerun(result, answer)
+    assert not feedback and hint in feedback.message

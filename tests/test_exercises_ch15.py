@@ -2,113 +2,137 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
-from companion.debugging import find_position_offset
 from companion.exercises import (
-    Feedback, check_fixes, check_std_ratio, check_suspect_offset, suspect_add_positions,
+    Feedback,
+    check_left_padded_position_ids,
+    check_packed_causal_mask,
+    check_schemes_without_position_ids,
 )
-from companion.sinusoidal import sinusoidal_table
 
-BAD_NUMBERS = [None, "abc", True, [1.0, 2.0], np.zeros((2, 2)), {"a": 1}, 1j, float("nan"), object(), ...]
+BAD_INPUTS = [None, "abc", 3.0, [1, 2, 3], [[1, 2], [3]], {"a": 1}, np.zeros((3, 3)), np.array([1j, 2j]), object()]
 
+# ---- ch15-left-position-ids ------------------------------------------------------------
 
-# ---- ch15-suspect-offset ---------------------------------------------------------------------------
-
-def test_suspect_reads_rows_two_and_on_of_the_halves_table():
-    added = suspect_add_positions(torch.zeros(1, 10, 16, dtype=torch.float64))[0]
-    assert find_position_offset(added, sinusoidal_table(20, 16, layout="halves")) == 2
-    assert find_position_offset(added, sinusoidal_table(20, 16)) is None  # interleaved: no match
-    assert suspect_add_positions(torch.zeros(2, 5, 8)).dtype == torch.float32
+MASK = np.array([[0, 0, 0, 1, 1, 1], [0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])  # the statement's
+# Written out by hand for that mask.
+POSITIONS = np.array([[0, 0, 0, 0, 1, 2], [0, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]])
 
 
-def test_suspect_refuses_bad_input():
-    with pytest.raises(TypeError):
-        suspect_add_positions(np.zeros((1, 4, 8)))
-    with pytest.raises(ValueError, match="even"):
-        suspect_add_positions(torch.zeros(1, 4, 7))
+def test_position_ids_accept_the_answer_in_many_forms():
+    for answer in (POSITIONS, POSITIONS.tolist(), torch.tensor(POSITIONS), POSITIONS.astype(np.float32),
+                   POSITIONS.astype(np.float64), torch.tensor(POSITIONS, dtype=torch.int32)):
+        assert check_left_padded_position_ids(answer)
 
 
-def test_suspect_offset_accepts_the_integer_in_many_forms():
-    for answer in (2, np.int64(2), torch.tensor(2), 2.0, np.float32(2.0), np.array([2])):
-        assert check_suspect_offset(answer)
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (0, "Compare the first row"), (1, "enough shifts"), (-2, "0 or more"), (5, "both layouts"),
-    (None, "same layout"), (2.5, "whole number"),
-])
-def test_suspect_offset_rejects_typical_mistakes(answer, hint):
-    feedback = check_suspect_offset(answer)
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (np.tile(np.arange(6), (3, 1)), "column indices"),
+        (np.where(MASK == 1, np.cumsum(MASK, axis=1), 0), "Off by one"),
+        (np.array([[-1, -1, -1, 0, 1, 2], [-1, 0, 1, 2, 3, 4], [0, 1, 2, 3, 4, 5]]), "0 on every padding"),
+        (np.array([[0, 1, 2, 0, 0, 0], [0, 1, 2, 3, 4, 0], [0, 1, 2, 3, 4, 5]]), "right-padded"),
+        (np.ones((3, 6)), "running sum"),
+        (POSITIONS + 0.5, "whole numbers"),
+    ],
+)
+def test_position_ids_reject_typical_mistakes(answer, hint):
+    feedback = check_left_padded_position_ids(answer)
     assert isinstance(feedback, Feedback) and not feedback
     assert hint in feedback.message
 
 
-@pytest.mark.parametrize("answer", BAD_NUMBERS)
-def test_suspect_offset_never_raises(answer):
-    feedback = check_suspect_offset(answer)
+@pytest.mark.parametrize("answer", BAD_INPUTS + [POSITIONS[:2], POSITIONS.T, np.full((3, 6), np.nan), True])
+def test_position_ids_never_raise(answer):
+    feedback = check_left_padded_position_ids(answer)
     assert isinstance(feedback, Feedback) and not feedback
 
 
-# ---- ch15-std-ratio --------------------------------------------------------------------------------
+# ---- ch15-packed-mask --------------------------------------------------------------------
 
-TABLE_STD = float(np.std(sinusoidal_table(256, 128)))
-RATIO = math.sqrt(128) / TABLE_STD
+# Documents of lengths 2, 3, 1: causal blocks on the diagonal, written out by hand.
+PACKED = np.array(
+    [
+        [1, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 0, 0],
+        [0, 0, 1, 0, 0, 0],
+        [0, 0, 1, 1, 0, 0],
+        [0, 0, 1, 1, 1, 0],
+        [0, 0, 0, 0, 0, 1],
+    ],
+    dtype=bool,
+)
+BLOCKS = np.array(
+    [[1, 1, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 1, 0], [0, 0, 1, 1, 1, 0], [0, 0, 1, 1, 1, 0],
+     [0, 0, 0, 0, 0, 1]],
+    dtype=bool,
+)
 
 
-def test_std_ratio_accepts_the_number_and_a_measured_one():
-    table = torch.from_numpy(sinusoidal_table(256, 128)).float()
-    tokens = torch.nn.Embedding(1000, 128).weight.detach() * math.sqrt(128)  # float32, std about sqrt(128)
-    measured = tokens.std() / table.std()
-    for answer in (RATIO, np.float32(RATIO), torch.tensor(RATIO), measured, np.array([RATIO])):
-        assert check_std_ratio(answer)
-    assert 17 < RATIO < 18.5
+def test_packed_mask_accepts_the_answer_in_many_forms():
+    for answer in (PACKED, PACKED.astype(int), PACKED.tolist(), torch.tensor(PACKED), PACKED[None],
+                   PACKED.astype(np.float32), torch.tensor(PACKED, dtype=torch.float64)):
+        assert check_packed_causal_mask(answer)
 
 
-@pytest.mark.parametrize("answer, hint", [
-    (1 / RATIO, "inverse"), (1 / TABLE_STD, "sqrt(d)"), (math.sqrt(128) / math.sqrt(0.5), "RMS"),
-    (1.0, "initialisation"), (-RATIO, "initialisation"),
-])
-def test_std_ratio_rejects_typical_mistakes(answer, hint):
-    feedback = check_std_ratio(answer)
+def test_the_hand_written_mask_is_causal_and_inside_documents():
+    assert np.array_equal(PACKED, BLOCKS & np.tril(np.ones((6, 6), dtype=bool)))
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (PACKED.T, "transpose"),
+        (BLOCKS, "Add the causal part"),
+        (np.tril(np.ones((6, 6), dtype=bool)), "plain causal mask"),
+        (np.eye(6, dtype=bool), "which tokens share"),
+        (PACKED * 2, "True/False"),
+    ],
+)
+def test_packed_mask_rejects_typical_mistakes(answer, hint):
+    feedback = check_packed_causal_mask(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
+
+
+@pytest.mark.parametrize("answer", BAD_INPUTS + [PACKED[:5], np.stack([PACKED, PACKED]), np.full((6, 6), np.nan)])
+def test_packed_mask_never_raises(answer):
+    feedback = check_packed_causal_mask(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+
+
+# ---- ch15-which-schemes -------------------------------------------------------------------
+
+SHIFT_FREE = {"none", "t5", "rope", "alibi"}
+
+
+def test_schemes_accept_the_answer_in_many_forms():
+    for answer in (SHIFT_FREE, sorted(SHIFT_FREE), tuple(SHIFT_FREE), frozenset(SHIFT_FREE),
+                   np.array(sorted(SHIFT_FREE)), ["None", " RoPE", "T5", "alibi"]):
+        assert check_schemes_without_position_ids(answer)
+
+
+@pytest.mark.parametrize(
+    "answer, hint",
+    [
+        (SHIFT_FREE | {"learned"}, "absolute scheme"),
+        ({"sinusoidal", "learned"}, "absolute scheme"),
+        (SHIFT_FREE - {"none"}, "no position information"),
+        (SHIFT_FREE - {"rope"}, "difference of the two positions"),
+        (SHIFT_FREE - {"alibi"}, "key position minus query position"),
+        ({"xpos"}, "unknown scheme"),
+    ],
+)
+def test_schemes_reject_typical_mistakes(answer, hint):
+    feedback = check_schemes_without_position_ids(answer)
     assert isinstance(feedback, Feedback) and not feedback
     assert hint in feedback.message
 
 
-@pytest.mark.parametrize("answer", BAD_NUMBERS)
-def test_std_ratio_never_raises(answer):
-    feedback = check_std_ratio(answer)
+@pytest.mark.parametrize("answer", [None, "rope", 3, [1, 2], {"rope": 1}, np.zeros(3), object()])
+def test_schemes_never_raise(answer):
+    feedback = check_schemes_without_position_ids(answer)
     assert isinstance(feedback, Feedback) and not feedback
-
-
-# ---- ch15-choose-fix -------------------------------------------------------------------------------
-
-def test_fixes_accept_letters_in_many_forms():
-    for answer in (["d", "a", "e"], ("D", "A", "E"), "dae", "d, a, e", [" d", "a ", "e"]):
-        assert check_fixes(answer)
-
-
-@pytest.mark.parametrize("answer, hints, absent", [
-    (["a", "a", "e"], ["Symptom 1"], ["Symptom 2", "Symptom 3"]),
-    (["d", "b", "e"], ["Symptom 2"], ["Symptom 1", "Symptom 3"]),
-    (["d", "a", "c"], ["Symptom 3"], ["Symptom 1"]),
-    (["c", "b", "a"], ["Symptom 1", "Symptom 2", "Symptom 3"], []),
-])
-def test_fixes_hint_at_each_wrong_symptom(answer, hints, absent):
-    feedback = check_fixes(answer)
-    assert isinstance(feedback, Feedback) and not feedback
-    assert all(h in feedback.message for h in hints) and not any(a in feedback.message for a in absent)
-
-
-@pytest.mark.parametrize("answer, hint", [
-    (["d", "a"], "three letters"), ("daef", "three letters"), (["d", "a", "z"], "a to e"),
-    ([1, 2, 3], "three letters"), (None, "three letters"), (..., "three letters"), (np.array(["d"]), "three"),
-])
-def test_fixes_refuse_malformed_answers(answer, hint):
-    feedback = check_fixes(answer)
-    assert isinstance(feedback, Feedback) and not feedback
-    assert hint in feedback.message

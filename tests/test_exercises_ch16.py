@@ -8,144 +8,107 @@ import numpy as np
 import pytest
 import torch
 
+from companion.debugging import find_position_offset
 from companion.exercises import (
-    Feedback, check_kv_cache_entries, check_position_parameters, check_scheme_for_requirement,
+    Feedback, check_fixes, check_std_ratio, check_suspect_offset, suspect_add_positions,
 )
+from companion.sinusoidal import sinusoidal_table
 
-BAD = [None, "abc", 3.0, [1, 2, 3], {"a": 1}, np.zeros((3, 3)), object(), Ellipsis, (1,), ("a", "b", "c")]
+BAD_NUMBERS = [None, "abc", True, [1.0, 2.0], np.zeros((2, 2)), {"a": 1}, 1j, float("nan"), object(), ...]
 
 
-def _rejected(feedback, hint=None):
+# ---- ch16-suspect-offset ---------------------------------------------------------------------------
+
+def test_suspect_reads_rows_two_and_on_of_the_halves_table():
+    added = suspect_add_positions(torch.zeros(1, 10, 16, dtype=torch.float64))[0]
+    assert find_position_offset(added, sinusoidal_table(20, 16, layout="halves")) == 2
+    assert find_position_offset(added, sinusoidal_table(20, 16)) is None  # interleaved: no match
+    assert suspect_add_positions(torch.zeros(2, 5, 8)).dtype == torch.float32
+
+
+def test_suspect_refuses_bad_input():
+    with pytest.raises(TypeError):
+        suspect_add_positions(np.zeros((1, 4, 8)))
+    with pytest.raises(ValueError, match="even"):
+        suspect_add_positions(torch.zeros(1, 4, 7))
+
+
+def test_suspect_offset_accepts_the_integer_in_many_forms():
+    for answer in (2, np.int64(2), torch.tensor(2), 2.0, np.float32(2.0), np.array([2])):
+        assert check_suspect_offset(answer)
+
+
+@pytest.mark.parametrize("answer, hint", [
+    (0, "Compare the first row"), (1, "enough shifts"), (-2, "0 or more"), (5, "both layouts"),
+    (None, "same layout"), (2.5, "whole number"),
+])
+def test_suspect_offset_rejects_typical_mistakes(answer, hint):
+    feedback = check_suspect_offset(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    if hint is not None:
-        assert hint in feedback.message, feedback.message
+    assert hint in feedback.message
 
 
-# ---- ch16-position-params ----------------------------------------------------------------------
-
-BERT_LARGE_TABLE = 512 * 1024  # written out: positions x width
-T5_LARGE_BIASES = 2 * 32 * 16  # encoder and decoder tables, buckets x heads
-
-
-def test_position_parameters_accept_the_pair_in_many_forms():
-    for answer in ((BERT_LARGE_TABLE, T5_LARGE_BIASES), [524288, 1024], np.array([524288, 1024]),
-                   (np.int64(524288), torch.tensor(1024)), (524288.0, 1024.0), np.array([524288, 1024], np.float32)):
-        assert check_position_parameters(answer), answer
+@pytest.mark.parametrize("answer", BAD_NUMBERS)
+def test_suspect_offset_never_raises(answer):
+    feedback = check_suspect_offset(answer)
+    assert isinstance(feedback, Feedback) and not feedback
 
 
-def test_position_parameters_match_the_transformers_models():
-    from transformers import BertConfig, BertModel, T5Config, T5Model
+# ---- ch16-std-ratio --------------------------------------------------------------------------------
 
-    with torch.device("meta"):
-        bert = BertModel(BertConfig(hidden_size=1024, num_hidden_layers=2, num_attention_heads=16,
-                                    intermediate_size=4096))
-        t5 = T5Model(T5Config(d_model=1024, d_ff=4096, num_heads=16, num_layers=2))
-    table = sum(p.numel() for n, p in bert.named_parameters() if "position_embeddings" in n)
-    biases = sum(p.numel() for n, p in t5.named_parameters() if "relative_attention_bias" in n)
-    assert (table, biases) == (BERT_LARGE_TABLE, T5_LARGE_BIASES)
-    assert check_position_parameters((table, biases))
+TABLE_STD = float(np.std(sinusoidal_table(256, 128)))
+RATIO = math.sqrt(128) / TABLE_STD
 
 
-@pytest.mark.parametrize(
-    "answer, hint",
-    [
-        ((T5_LARGE_BIASES, BERT_LARGE_TABLE), "swapped"),
-        ((512 * 768, T5_LARGE_BIASES), "BERT-base"),
-        ((BERT_LARGE_TABLE + 2 * 1024, T5_LARGE_BIASES), "Token-type"),
-        ((1000, T5_LARGE_BIASES), "one trained vector per position"),
-        ((BERT_LARGE_TABLE, 32 * 16), "one bias table per stack"),
-        ((BERT_LARGE_TABLE, 2 * 24 * 32 * 16), "shares it"),
-        ((BERT_LARGE_TABLE, 24 * 32 * 16), "shares it"),
-        ((BERT_LARGE_TABLE, 2 * 32 * 1024), "one scalar"),
-        ((BERT_LARGE_TABLE, 7), "buckets, heads and tables"),
-        ((BERT_LARGE_TABLE, 1024.5), "whole numbers"),
-    ],
-)
-def test_position_parameters_reject_typical_mistakes(answer, hint):
-    _rejected(check_position_parameters(answer), hint)
+def test_std_ratio_accepts_the_number_and_a_measured_one():
+    table = torch.from_numpy(sinusoidal_table(256, 128)).float()
+    tokens = torch.nn.Embedding(1000, 128).weight.detach() * math.sqrt(128)  # float32, std about sqrt(128)
+    measured = tokens.std() / table.std()
+    for answer in (RATIO, np.float32(RATIO), torch.tensor(RATIO), measured, np.array([RATIO])):
+        assert check_std_ratio(answer)
+    assert 17 < RATIO < 18.5
 
 
-@pytest.mark.parametrize("answer", BAD + [(True, 1024), (BERT_LARGE_TABLE, float("nan"))])
-def test_position_parameters_never_raise(answer):
-    _rejected(check_position_parameters(answer))
+@pytest.mark.parametrize("answer, hint", [
+    (1 / RATIO, "inverse"), (1 / TABLE_STD, "sqrt(d)"), (math.sqrt(128) / math.sqrt(0.5), "RMS"),
+    (1.0, "initialisation"), (-RATIO, "initialisation"),
+])
+def test_std_ratio_rejects_typical_mistakes(answer, hint):
+    feedback = check_std_ratio(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message
 
 
-# ---- ch16-kv-cache -----------------------------------------------------------------------------
-
-ENTRIES = 2 * 32 * 8 * 128 * 4096  # keys and values, layers, key-value heads, head dim, tokens
-
-
-def test_kv_cache_accepts_the_count_in_many_forms():
-    for answer in (ENTRIES, np.int64(ENTRIES), torch.tensor(ENTRIES), float(ENTRIES), np.array([ENTRIES]),
-                   np.float32(ENTRIES)):
-        assert check_kv_cache_entries(answer), answer
+@pytest.mark.parametrize("answer", BAD_NUMBERS)
+def test_std_ratio_never_raises(answer):
+    feedback = check_std_ratio(answer)
+    assert isinstance(feedback, Feedback) and not feedback
 
 
-@pytest.mark.parametrize(
-    "answer, hint",
-    [
-        (2 * ENTRIES, "twice the count"),
-        (4 * ENTRIES, "8 key-value heads"),
-        (ENTRIES // 2, "keys and values"),
-        (ENTRIES // 32, "one layer"),
-        (ENTRIES // 4096, "per token"),
-        (ENTRIES + 4096 * 4096, "Positions add nothing"),
-        (12345, "Multiply"),
-        (ENTRIES + 0.5, "whole number"),
-    ],
-)
-def test_kv_cache_rejects_typical_mistakes(answer, hint):
-    _rejected(check_kv_cache_entries(answer), hint)
+# ---- ch16-choose-fix -------------------------------------------------------------------------------
+
+def test_fixes_accept_letters_in_many_forms():
+    for answer in (["d", "a", "e"], ("D", "A", "E"), "dae", "d, a, e", [" d", "a ", "e"]):
+        assert check_fixes(answer)
 
 
-@pytest.mark.parametrize("answer", BAD + [True, float("inf"), np.array([1, 2])])
-def test_kv_cache_never_raises(answer):
-    _rejected(check_kv_cache_entries(answer))
+@pytest.mark.parametrize("answer, hints, absent", [
+    (["a", "a", "e"], ["Symptom 1"], ["Symptom 2", "Symptom 3"]),
+    (["d", "b", "e"], ["Symptom 2"], ["Symptom 1", "Symptom 3"]),
+    (["d", "a", "c"], ["Symptom 3"], ["Symptom 1"]),
+    (["c", "b", "a"], ["Symptom 1", "Symptom 2", "Symptom 3"], []),
+])
+def test_fixes_hint_at_each_wrong_symptom(answer, hints, absent):
+    feedback = check_fixes(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert all(h in feedback.message for h in hints) and not any(a in feedback.message for a in absent)
 
 
-# ---- ch16-requirement --------------------------------------------------------------------------
-
-def _share_by_hand(slope: float) -> float:
-    """Geometric sums written out: keys at distance 6144..8191 over keys at 0..8191."""
-    r = math.exp(-slope)
-    return (r ** 6144 - r ** 8192) / (1 - r ** 8192)
-
-
-SHARE = _share_by_hand(2.0 ** -8)
-
-
-def test_requirement_accepts_alibi_with_its_share_in_many_forms():
-    for answer in (("alibi", SHARE), ["ALiBi ", SHARE], ("alibi", np.float32(SHARE)),
-                   ("alibi", torch.tensor(SHARE)), ("alibi", math.exp(-24.0))):
-        assert check_scheme_for_requirement(answer), answer
-
-
-def test_requirement_accepts_a_float32_softmax():
-    distances = torch.arange(8191, -1, -1, dtype=torch.float32)
-    share = (-distances / 256).softmax(0)[:2048].sum()
-    assert share.dtype == torch.float32 and check_scheme_for_requirement(("alibi", share))
-
-
-@pytest.mark.parametrize(
-    "answer, hint",
-    [
-        (("t5", SHARE), "43.08"),
-        (("rope", SHARE), "54.98"),
-        (("sinusoidal", SHARE), "305.65"),
-        (("nope", SHARE), "Choose one of"),
-        ((3, SHARE), "as a string"),
-        (("alibi", 0.25), "without any bias"),
-        (("alibi", 1 - SHARE), "most recent 6144"),
-        (("alibi", 0.0), "steepest head"),
-        (("alibi", _share_by_hand(2.0 ** -7)), "slope 0.0078125"),
-        (("alibi", 0.5), "Sum their softmax weights"),
-        (("alibi", "big"), "a number"),
-    ],
-)
-def test_requirement_rejects_typical_mistakes(answer, hint):
-    _rejected(check_scheme_for_requirement(answer), hint)
-
-
-@pytest.mark.parametrize("answer", BAD + [("alibi", float("nan")), ("alibi", None)])
-def test_requirement_never_raises(answer):
-    _rejected(check_scheme_for_requirement(answer))
+@pytest.mark.parametrize("answer, hint", [
+    (["d", "a"], "three letters"), ("daef", "three letters"), (["d", "a", "z"], "a to e"),
+    ([1, 2, 3], "three letters"), (None, "three letters"), (..., "three letters"), (np.array(["d"]), "three"),
+])
+def test_fixes_refuse_malformed_answers(answer, hint):
+    feedback = check_fixes(answer)
+    assert isinstance(feedback, Feedback) and not feedback
+    assert hint in feedback.message

@@ -18,38 +18,38 @@ def test_the_repository_file_has_every_chapter_and_key():
         assert set(keys) <= set(data[chapter])
 
 
-def test_chapter_11_losses_have_one_row_per_seed_and_one_value_per_length():
-    ch11 = recorded()["ch11"]
-    lens, seeds = ch11["lens"], ch11["seeds"]
-    assert sorted(ch11["floor_by_length"]) == sorted(str(n) for n in lens)
+def test_chapter_12_losses_have_one_row_per_seed_and_one_value_per_length():
+    ch12 = recorded()["ch12"]
+    lens, seeds = ch12["lens"], ch12["seeds"]
+    assert sorted(ch12["floor_by_length"]) == sorted(str(n) for n in lens)
     assert len(seeds) >= 2 and len(set(seeds)) == len(seeds)
-    for scheme, rows in ch11["loss"].items():
+    for scheme, rows in ch12["loss"].items():
         assert len(rows) == len(seeds), scheme
         assert all(len(row) == len(lens) and all(math.isfinite(x) for x in row) for row in rows)
         # A loss can never beat the chain's own floor at that length.
-        assert all(x > ch11["floor_by_length"][str(n)] for row in rows for x, n in zip(row, lens))
+        assert all(x > ch12["floor_by_length"][str(n)] for row in rows for x, n in zip(row, lens))
 
 
-def test_chapter_12_names_and_losses_match():
-    ch12 = recorded()["ch12"]
-    assert sorted(ch12["loss"]) == sorted(ch12["names"])
-    sizes = {len(values) for values in ch12["loss"].values()}
-    assert len(sizes) == 1 and sizes.pop() >= 2
-    assert all(x > ch12["floor"] for values in ch12["loss"].values() for x in values)
-
-
-def test_chapter_13_tables_have_one_column_per_factor():
+def test_chapter_13_names_and_losses_match():
     ch13 = recorded()["ch13"]
-    factors, n_seeds = ch13["factors"], len(ch13["trained"])
+    assert sorted(ch13["loss"]) == sorted(ch13["names"])
+    sizes = {len(values) for values in ch13["loss"].values()}
+    assert len(sizes) == 1 and sizes.pop() >= 2
+    assert all(x > ch13["floor"] for values in ch13["loss"].values() for x in values)
+
+
+def test_chapter_14_tables_have_one_column_per_factor():
+    ch14 = recorded()["ch14"]
+    factors, n_seeds = ch14["factors"], len(ch14["trained"])
     for table in ("zero_shot", "finetuned"):
-        for method, rows in ch13[table].items():
+        for method, rows in ch14[table].items():
             assert len(rows) == n_seeds and all(len(row) == len(factors) for row in rows), method
-    for method, rows in ch13["finetuned"].items():
+    for method, rows in ch14["finetuned"].items():
         tuned = [f for j, f in enumerate(factors) if all(row[j] is not None for row in rows)]
         assert tuned, f"{method} has no fine-tuned factor"
-    assert ch13["source"] in SOURCES
+    assert ch14["source"] in SOURCES
     # An excess can never be far below 0: the source's own loss is the best possible.
-    assert all(x > -0.01 for row in ch13["zero_shot"]["none"] for x in row)
+    assert all(x > -0.01 for row in ch14["zero_shot"]["none"] for x in row)
 
 
 def _write(tmp_path, data):

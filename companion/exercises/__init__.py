@@ -16,13 +16,13 @@ from companion.exercises.ch07 import *  # noqa: F401,F403
 from companion.exercises.ch08 import *  # noqa: F401,F403
 from companion.exercises.ch09 import *  # noqa: F401,F403
 from companion.exercises.ch10 import *  # noqa: F401,F403
-from companion.exercises.ch11 import *  # noqa: F401,F403
 from companion.exercises.ch12 import *  # noqa: F401,F403
 from companion.exercises.ch13 import *  # noqa: F401,F403
 from companion.exercises.ch14 import *  # noqa: F401,F403
 from companion.exercises.ch15 import *  # noqa: F401,F403
 from companion.exercises.ch16 import *  # noqa: F401,F403
 from companion.exercises.ch17 import *  # noqa: F401,F403
+from companion.exercises.ch18 import *  # noqa: F401,F403
 from companion.exercises.registry import (  # noqa: E402 - needs the checkers above
     EXERCISES,
     Exercise,

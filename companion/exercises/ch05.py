@@ -101,7 +101,7 @@ def check_extend_table(answer) -> Feedback:
         return right(
             "The rotation carried the last rows 10 positions forward, beyond the "
             "table. The formula has no last row; a model trained on short sequences "
-            "has never seen these rows, which is a different matter (chapter 11)."
+            "has never seen these rows, which is a different matter (chapter 12)."
         )
     backwards = sinusoidal_table(EXTEND_ROWS, EXTEND_DIM)[
         EXTEND_ROWS - 2 * EXTEND_MORE : EXTEND_ROWS - EXTEND_MORE

@@ -52,7 +52,7 @@ def check_ntk_base(answer: Any) -> Feedback:
 
 def ntk_base_feedback(answer: Any, d: int, s: float) -> Feedback:
     """Is ``answer`` the NTK-aware base ``10000 * s ** (d / (d - 2))``? (Also used by
-    chapter 13.)"""
+    chapter 14.)"""
     value = as_number(answer)
     if isinstance(value, str):
         return wrong(value)

@@ -1,227 +1,261 @@
-"""Checkers for the exercises of chapter 12 (adding or concatenating positions)."""
+"""Checkers for the exercises of chapter 12 (train short, test long)."""
 
 from __future__ import annotations
 
-import numbers
+import math
 
 import numpy as np
 
+from companion.data import MarkovChain
+from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
+from companion.lab import SOURCE
 
 __all__ = [
-    "check_widened_concat_parameters",
-    "check_seed_spread_verdicts",
-    "check_position_dim_rerun",
+    "check_chunk_floor_16",
+    "check_table2_flat_methods",
+    "check_early_token_counts",
+    "check_order_one_rerun",
 ]
 
-# The exercises' fixed data (stated in the exercise texts of chapter 12).
-WIDENED = {
-    "vocab_size": 8,
-    "dim": 96,
-    "position_dim": 32,
-    "num_layers": 2,
-    "max_len": 32,
+# The parameters the exercise texts state.
+FLOOR_CHUNK = 16
+TABLE2 = {
+    "sinusoidal": (20.05, 132.41),
+    "rotary": (20.07, 31.58),
+    "t5": (19.65, 20.41),
+    "alibi": (19.73, 18.41),
 }
-# hypothetical losses of seeds 0, 1, 2, per pair: (configuration X, configuration Y)
-SEED_PAIRS = {
-    "A": ((1.712, 1.705, 1.714), (1.684, 1.679, 1.688)),
-    "B": ((1.650, 1.671, 1.662), (1.641, 1.668, 1.655)),
-}
-VERDICTS = ("real", "within the spread")
+TOLERANCE_NATS = 0.05
+STREAM_TOKENS, CHUNK_LENS = 8192, (32, 64, 128, 256)
 
 
-def _describe(answer) -> str:
-    shape = getattr(answer, "shape", None)
-    kind = type(answer).__name__
-    return f"{kind} of shape {tuple(shape)}" if shape is not None else kind
-
-
-def _decoder_parameters(
-    vocab: int, dim: int, layers: int, token_dim: int, table_rows: int, table_width: int
-) -> int:
-    """Parameters of the companion's TinyDecoder (MLP ratio 4, biases and LayerNorms
-    included)."""
-    layer = 12 * dim * dim + 13 * dim
-    return (
-        vocab * token_dim
-        + table_rows * table_width
-        + layers * layer
-        + 2 * dim
-        + dim * vocab
-        + vocab
-    )
-
-
-def check_widened_concat_parameters(answer) -> Feedback:
-    """Exercise ch12-widened-params: parameters of the concatenating model widened to
-    D + D_pos."""
-    if (
-        hasattr(answer, "detach")
-        and getattr(answer, "numel", lambda: 0)() == 1
-        and not answer.is_floating_point()
-    ):
-        answer = answer.item()
-    if (
-        isinstance(answer, np.ndarray)
-        and answer.size == 1
-        and answer.dtype.kind in "iu"
-    ):
-        answer = answer.item()
-    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
-        return wrong(
-            f"expected an integer number of parameters, got {_describe(answer)}"
-        )
-    value = int(answer)
-    v, d, p, layers, rows = (
-        WIDENED[k]
-        for k in ("vocab_size", "dim", "position_dim", "num_layers", "max_len")
-    )
-    target = _decoder_parameters(v, d + p, layers, d, rows, p)
-    added = _decoder_parameters(v, d, layers, d, rows, d)
-    if value == target:
+def check_chunk_floor_16(answer) -> Feedback:
+    """The lab chain's best mean loss on non-overlapping chunks of 16 tokens (nats per
+    prediction)."""
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    chain = MarkovChain(**SOURCE)
+    floors = chain.optimal_loss_by_position(FLOOR_CHUNK)
+    close = lambda x: abs(value - x) < 5e-4  # noqa: E731
+    if close(floors.mean()):
         return right(
-            f"{value} parameters, {value / added:.2f} times the adding model's "
-            f"{added}: every layer grows with the square of the width."
+            "The first prediction of each chunk has a higher floor, so the chunk's "
+            "floor is above the entropy rate."
         )
-    if value == added:
+    if close(chain.entropy_rate()):
         return wrong(
-            "that is the adding model, 96 wide; the twin is wider, and every layer "
-            "after the embedding grows."
+            "That is the floor of a prediction with its full context. Does every "
+            "prediction in a chunk have it?"
         )
-    if value == 2 * added:
+    if close(chain.optimal_loss_by_position(FLOOR_CHUNK + 1).mean()) or close(
+        chain.optimal_loss_by_position(FLOOR_CHUNK - 1).mean()
+    ):
         return wrong(
-            "doubling is a guess; a layer's weight matrices grow with the square of "
-            "the width. Count them."
+            "Off by one: how many predictions does a chunk of 16 tokens contain?"
         )
-    if value == _decoder_parameters(v, d, layers, d - p, rows, p):
+    if close(floors.sum()):
         return wrong(
-            "that is the model that splits a fixed width of 96; this one keeps all 96 "
-            "token features."
+            "That is a total over the chunk; the question asks for the mean per "
+            "predicted token."
         )
-    if value == _decoder_parameters(
-        v, d + p, layers, d + p, rows, p
-    ) or value == _decoder_parameters(v, d + p, layers, d, rows, d + p):
+    if close(floors[0]):
         return wrong(
-            "close: check the width of the token table and of the position table "
-            "separately."
-        )
-    if value == target - rows * p:
-        return wrong("close: a learned position table has parameters too.")
-    return wrong(
-        "build the twin with ModelConfig (combine='concat') at its full width, "
-        "or count embeddings, layers, final norm and head by hand."
-    )
-
-
-def _verdict(x, y) -> str:
-    """The lab's rule on the per-seed differences (see companion.lab.robust)."""
-    from companion.lab import robust
-
-    difference = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
-    return (
-        "real"
-        if robust(difference, above=0) or robust(difference, below=0)
-        else "within the spread"
-    )
-
-
-def check_seed_spread_verdicts(answer) -> Feedback:
-    """Exercise ch12-real-or-not: the verdicts for pairs A and B under the chapter's
-    rule."""
-    if isinstance(answer, (str, bytes)) or not isinstance(answer, (list, tuple)):
-        return wrong(
-            "expected a list of two strings (the verdicts for A and B), got "
-            f"{_describe(answer)}"
-        )
-    if len(answer) != 2 or not all(isinstance(a, str) for a in answer):
-        return wrong(
-            "expected exactly two strings, one verdict per pair, in the order A, B."
-        )
-    given = [" ".join(a.strip().lower().split()) for a in answer]
-    if any(g not in VERDICTS for g in given):
-        return wrong(f"each verdict must be one of {VERDICTS}.")
-    target = [_verdict(*SEED_PAIRS[k]) for k in ("A", "B")]
-    if given == target:
-        return right(
-            "both verdicts follow the rule: a difference is real when every seed's "
-            "difference clears zero by at least twice the spread of the differences."
-        )
-    if given == target[::-1]:
-        return wrong("the two verdicts are swapped: check the order A, B.")
-    if all(g == "real" for g in given):
-        return wrong(
-            "every pair of means differs a little; the rule asks whether each seed's "
-            "difference clears zero with a margin of twice the differences' spread."
+            "That is the floor of the first prediction only; average over all "
+            "predictions of the chunk."
         )
     return wrong(
-        "take the difference X - Y seed by seed, then check that all of them lie on "
-        "one side of zero, at least twice their spread (half their range) away from it."
+        "Not the chunk's floor. Which predictions of a chunk lack part of their "
+        "context, and how many are there?"
     )
 
 
-RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 400, (8, 24)
-
-
-def _concat_parameters(position_dim: int) -> int:
-    """Parameters of the lab's sinusoidal-concat model with this split (no table
-    parameters)."""
-    from companion.lab import MODEL
-
-    width = MODEL["dim"]
-    return _decoder_parameters(8, width, 2, width - position_dim, 0, 0)
-
-
-def _rerun_problem(rows, position_dim: int) -> str | None:
-    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
-        return (
-            "each rerun should be a list of the rows that lab.add_vs_concat(...) "
-            "returns"
-        )
-    if [r.get("seed") for r in rows] != RERUN_SEEDS:
-        return (
-            "use seeds=(0, 1, 2) and keep one split per list, got seeds "
-            f"{[r.get('seed') for r in rows]}"
-        )
-    if any(
-        (r.get("position"), r.get("combine"), r.get("scale"))
-        != ("sinusoidal", "concat", True)
-        for r in rows
+def _as_names(answer):
+    """Return ``(set of lower-case names, None)`` or ``(None, Feedback)``."""
+    if isinstance(answer, np.ndarray) and answer.ndim == 1 and answer.dtype.kind == "U":
+        answer = answer.tolist()
+    if isinstance(answer, (str, bytes)) or not isinstance(
+        answer, (list, tuple, set, frozenset, dict)
     ):
-        return "use the configuration ('sinusoidal', 'concat', True)"
-    if any(len(r.get("history", ())) != RERUN_STEPS for r in rows):
-        return f"train for steps={RERUN_STEPS}"
-    if any(r.get("parameters") != _concat_parameters(position_dim) for r in rows):
-        return (
-            f"these rows do not have {position_dim} position features: give the "
-            f"configuration the options {{'position_dim': {position_dim}}}, and keep "
-            "only its rows in this list"
+        return None, wrong(
+            f"expected a list or set of method names, got {type(answer).__name__}"
         )
+    names = list(answer)
+    if not all(isinstance(n, str) for n in names):
+        return None, wrong("expected the method names as strings, e.g. 'sinusoidal'")
+    cleaned = {n.strip().lower() for n in names}
+    unknown = sorted(cleaned - set(TABLE2))
+    if unknown:
+        return None, wrong(
+            f"unknown method name(s) {unknown}; use the names in the dict: "
+            f"{sorted(TABLE2)}"
+        )
+    return cleaned, None
+
+
+def check_table2_flat_methods(answer) -> Feedback:
+    """Methods of Press et al.'s Table 2 at most 0.05 nats worse at 2512 tokens than at
+    512."""
+    names, problem = _as_names(answer)
+    if problem is not None:
+        return problem
+    change = {
+        m: math.log(long) - math.log(short) for m, (short, long) in TABLE2.items()
+    }
+    expected = {m for m, c in change.items() if c <= TOLERANCE_NATS}
+    if names == expected:
+        return right(
+            "In nats: one method gets better, one loses a few hundredths, the other "
+            "two lose far more."
+        )
+    if names == {
+        m for m, (short, long) in TABLE2.items() if long - short <= TOLERANCE_NATS
+    }:
+        return wrong(
+            "That compares perplexities. A loss in nats is the logarithm of a "
+            "perplexity: compare logarithms."
+        )
+    if names == {m for m, c in change.items() if abs(c) <= TOLERANCE_NATS}:
+        return wrong(
+            "Getting better counts as staying within the tolerance: only a rise of the "
+            "loss is a problem."
+        )
+    if names - expected:
+        return wrong(
+            f"Look again at {sorted(names - expected)}: how much does its loss rise "
+            "from 512 to 2512 tokens?"
+        )
+    return wrong(
+        "Some method that qualifies is missing: compute the change of ln(perplexity) "
+        f"for each of {sorted(TABLE2)}."
+    )
+
+
+def check_early_token_counts(answer) -> Feedback:
+    """Predictions with a floor above the entropy rate in 8192 tokens cut into chunks of
+    32, 64, 128, 256."""
+    try:
+        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        if raw.dtype == object or raw.dtype.kind not in "biuf":
+            return wrong(f"expected four numbers, got {type(answer).__name__}")
+        counts = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        return wrong(f"expected four numbers, got {type(answer).__name__}")
+    if counts.shape != (len(CHUNK_LENS),):
+        return wrong(
+            f"expected an array of shape ({len(CHUNK_LENS)},), one count per chunk "
+            f"length, got shape {counts.shape}"
+        )
+    if not np.all(np.isfinite(counts)):
+        return wrong("The array contains NaN or infinite values")
+    lens = np.array(CHUNK_LENS, dtype=np.float64)
+    chunks = STREAM_TOKENS // lens
+    # order 2: only prediction 1 (from token 0 alone) lacks context
+    expected = chunks * 1
+    if np.allclose(counts, expected, atol=1e-9):
+        return right(
+            "One context-starved prediction per chunk: longer chunks, fewer of them."
+        )
+    if np.allclose(counts, expected[::-1], atol=1e-9):
+        return wrong("Right numbers, wrong order: give them for n = 32, 64, 128, 256.")
+    if np.allclose(counts, 2 * chunks, atol=1e-9):
+        return wrong(
+            "Two per chunk is too many: the first token of a chunk is never predicted, "
+            "and from which prediction on is the context complete?"
+        )
+    if np.allclose(counts, np.ones(len(lens)), atol=1e-9):
+        return wrong("That is per chunk; the stream holds many chunks.")
+    if np.allclose(counts, 1 / (lens - 1), atol=1e-6) or np.allclose(
+        counts, 1 / lens, atol=1e-6
+    ):
+        return wrong(
+            "Those look like fractions; the question asks how many predictions, in the "
+            "whole stream."
+        )
+    if np.allclose(counts, chunks * (lens - 1), atol=1e-9):
+        return wrong(
+            "That counts every prediction; count only those whose floor is above the "
+            "entropy rate."
+        )
+    return wrong(
+        "Not the counts. How many chunks does the stream give, and how many "
+        "predictions per chunk lack full context?"
+    )
+
+
+ORDER_ONE = {"vocab_size": 8, "order": 1, "seed": 0}
+RERUN_SCHEMES, RERUN_SEEDS, RERUN_STEPS, CLOSE_NATS = (
+    ("none", "alibi"),
+    [0, 1, 2],
+    150,
+    0.05,
+)
+
+
+def _rerun_problem(rerun, name: str, order: int) -> str | None:
+    """Why ``rerun`` is not the run the exercise asks for (None if it is)."""
+    if not isinstance(rerun, dict) or not {"floor", "loss", "seeds", "history"} <= set(
+        rerun
+    ):
+        return f"{name} should be the dict that lab.length_extrapolation(...) returns"
+    floor = MarkovChain(**{**ORDER_ONE, "order": order}).entropy_rate()
+    if not isinstance(rerun["floor"], float) or abs(rerun["floor"] - floor) > 1e-9:
+        return (f"{name} did not use the order-{order} chain: pass "
+                f"source=MarkovChain(8, {order}, seed=0)")
+    if sorted(rerun["loss"]) != sorted(RERUN_SCHEMES):
+        return (
+            f"Train exactly the schemes {RERUN_SCHEMES} in {name}, got "
+            f"{sorted(rerun['loss'])}"
+        )
+    if list(rerun["seeds"]) != RERUN_SEEDS:
+        return f"Use seeds=(0, 1, 2) in {name}, got {list(rerun['seeds'])}"
+    if np.shape(rerun["history"]["none"]) != (len(RERUN_SEEDS), RERUN_STEPS):
+        return f"Train {name} for steps={RERUN_STEPS}"
     return None
 
 
-def check_position_dim_rerun(rows_8, rows_24, answer) -> Feedback:
-    """Sinusoidal concat with 8 and with 24 of the 32 features for positions: 'real' or
-    'within the spread'?
+def _keeps_up(rerun) -> bool:
+    gaps = np.abs(
+        np.asarray(rerun["loss"]["none"])[:, 0]
+        - np.asarray(rerun["loss"]["alibi"])[:, 0]
+    )
+    return bool(np.all(gaps < CLOSE_NATS))
 
-    The verdict is checked against the learner's own two reruns, with the chapter's
-    rule.
+
+def check_order_one_rerun(rerun, control, answer) -> Feedback:
+    """Whether order information is worth nothing on an order-1 chain, against an
+    order-2 control.
+
+    ``rerun`` and ``control`` are what ``lab.length_extrapolation`` returned for the
+    order-1 and the order-2 chain, at the same short budget; ``answer`` is True if the
+    model without positions is within 0.05 nats of ALiBi at L in every seed of ``rerun``
+    but not of ``control``. It is checked against the learner's own numbers, which
+    differ slightly between machines.
     """
-    for rows, dim in ((rows_8, 8), (rows_24, 24)):
-        problem = _rerun_problem(rows, dim)
-        if problem:
-            return wrong(f"rows_{dim}: {problem}")
-    if answer not in VERDICTS:
-        return wrong(f"answer should be one of {VERDICTS}, got {answer!r}")
-    loss_8, loss_24 = ([r["loss"] for r in rows] for rows in (rows_8, rows_24))
-    truth = _verdict(loss_8, loss_24)
-    if answer == truth:
+    for run, name, order in ((rerun, "rerun", 1), (control, "control", 2)):
+        problem = _rerun_problem(run, name, order)
+        if problem is not None:
+            return wrong(problem)
+    if not isinstance(answer, (bool, np.bool_)):
+        return wrong(f"answer should be True or False, got {type(answer).__name__}")
+    order_one, order_two = _keeps_up(rerun), _keeps_up(control)
+    truth = order_one and not order_two
+    if bool(answer) == truth and truth:
         return right(
-            "Your verdict follows your runs. More features for positions leave fewer "
-            "for tokens: the split is a trade, not a free gain."
+            "With order 1 the next token depends only on the current one, which every "
+            "query sees as its own token: order information is worth nothing there, "
+            "and the model without positions keeps up; on the order-2 chain, at the "
+            "same budget, it does not."
+        )
+    if bool(answer) == truth:
+        which = "the order-1 run" if not order_one else "the order-2 control"
+        return right(
+            f"Your runs say no ({which} decides it). At 150 steps, is either model "
+            "done learning? Which tokens must a model find in each chain?"
         )
     return wrong(
-        "Apply the chapter's rule to your two reruns: take the differences seed by "
-        "seed and ask whether they clear zero by twice their spread, as lab.robust "
-        "does."
+        "Compare the two schemes' losses at L (column 0 of run['loss'][scheme]) seed "
+        f"by seed, in both runs, and count a gap below {CLOSE_NATS} as within."
     )

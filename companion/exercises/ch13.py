@@ -1,219 +1,227 @@
-"""Checkers for the exercises of chapter 13 (stretching a trained RoPE model)."""
+"""Checkers for the exercises of chapter 13 (adding or concatenating positions)."""
 
 from __future__ import annotations
 
-import math
 import numbers
-from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import as_number
-from companion.exercises.ch08 import ntk_base_feedback
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
-    "check_tiny_yarn_gamma",
-    "check_ntk_base_head16",
-    "check_best_zero_shot_at_4x",
-    "check_small_base_rerun",
+    "check_widened_concat_parameters",
+    "check_seed_spread_verdicts",
+    "check_position_dim_rerun",
 ]
 
-_BASE = 10000.0
-# The parameters the exercise texts state.
-HEAD_DIM, TRAIN_LEN, BETA_FAST, BETA_SLOW = 16, 32, 32.0, 1.0
-NTK_FACTOR = 4
-# The zero-shot losses printed in exercise ch13-best-at-4x.
-ZERO_SHOT = {"none": {2: 1.71, 4: 1.98, 8: 2.40}, "linear": {2: 1.69, 4: 1.83, 8: 1.95},
-             "ntk": {2: 1.66, 4: 1.88, 8: 2.13}, "yarn": {2: 1.70, 4: 1.85, 8: 1.93}}
-_ALIASES = {
-    "linear": "linear",
-    "pi": "linear",
-    "position interpolation": "linear",
-    "interpolation": "linear",
-    "ntk": "ntk",
-    "ntk-aware": "ntk",
-    "yarn": "yarn",
-    "none": "none",
-    "no scaling": "none",
+# The exercises' fixed data (stated in the exercise texts of chapter 13).
+WIDENED = {
+    "vocab_size": 8,
+    "dim": 96,
+    "position_dim": 32,
+    "num_layers": 2,
+    "max_len": 32,
 }
+# hypothetical losses of seeds 0, 1, 2, per pair: (configuration X, configuration Y)
+SEED_PAIRS = {
+    "A": ((1.712, 1.705, 1.714), (1.684, 1.679, 1.688)),
+    "B": ((1.650, 1.671, 1.662), (1.641, 1.668, 1.655)),
+}
+VERDICTS = ("real", "within the spread")
 
 
-def _speeds(dim: int, base: float = _BASE) -> np.ndarray:
-    return base ** (-2.0 * np.arange(dim // 2) / dim)
+def _describe(answer) -> str:
+    shape = getattr(answer, "shape", None)
+    kind = type(answer).__name__
+    return f"{kind} of shape {tuple(shape)}" if shape is not None else kind
 
 
-def _gamma(rotations: np.ndarray) -> np.ndarray:
-    return np.clip((rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW), 0.0, 1.0)
+def _decoder_parameters(
+    vocab: int, dim: int, layers: int, token_dim: int, table_rows: int, table_width: int
+) -> int:
+    """Parameters of the companion's TinyDecoder (MLP ratio 4, biases and LayerNorms
+    included)."""
+    layer = 12 * dim * dim + 13 * dim
+    return (
+        vocab * token_dim
+        + table_rows * table_width
+        + layers * layer
+        + 2 * dim
+        + dim * vocab
+        + vocab
+    )
 
 
-def _as_vector(answer: Any, size: int) -> np.ndarray | str:
-    """Return ``answer`` as a float64 vector of ``size`` entries, or a message saying
-    why not."""
-    if isinstance(answer, (str, bytes, dict, set, frozenset)) or answer is None:
-        return f"expected an array of shape ({size},), got {type(answer).__name__}"
-    try:
-        array = np.asarray(
-            answer.detach().cpu() if hasattr(answer, "detach") else answer
+def check_widened_concat_parameters(answer) -> Feedback:
+    """Exercise ch13-widened-params: parameters of the concatenating model widened to
+    D + D_pos."""
+    if (
+        hasattr(answer, "detach")
+        and getattr(answer, "numel", lambda: 0)() == 1
+        and not answer.is_floating_point()
+    ):
+        answer = answer.item()
+    if (
+        isinstance(answer, np.ndarray)
+        and answer.size == 1
+        and answer.dtype.kind in "iu"
+    ):
+        answer = answer.item()
+    if isinstance(answer, bool) or not isinstance(answer, numbers.Integral):
+        return wrong(
+            f"expected an integer number of parameters, got {_describe(answer)}"
         )
-    except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-        return f"expected an array of shape ({size},), got {type(answer).__name__}"
-    if array.dtype.kind not in "iuf":
+    value = int(answer)
+    v, d, p, layers, rows = (
+        WIDENED[k]
+        for k in ("vocab_size", "dim", "position_dim", "num_layers", "max_len")
+    )
+    target = _decoder_parameters(v, d + p, layers, d, rows, p)
+    added = _decoder_parameters(v, d, layers, d, rows, d)
+    if value == target:
+        return right(
+            f"{value} parameters, {value / added:.2f} times the adding model's "
+            f"{added}: every layer grows with the square of the width."
+        )
+    if value == added:
+        return wrong(
+            "that is the adding model, 96 wide; the twin is wider, and every layer "
+            "after the embedding grows."
+        )
+    if value == 2 * added:
+        return wrong(
+            "doubling is a guess; a layer's weight matrices grow with the square of "
+            "the width. Count them."
+        )
+    if value == _decoder_parameters(v, d, layers, d - p, rows, p):
+        return wrong(
+            "that is the model that splits a fixed width of 96; this one keeps all 96 "
+            "token features."
+        )
+    if value == _decoder_parameters(
+        v, d + p, layers, d + p, rows, p
+    ) or value == _decoder_parameters(v, d + p, layers, d, rows, d + p):
+        return wrong(
+            "close: check the width of the token table and of the position table "
+            "separately."
+        )
+    if value == target - rows * p:
+        return wrong("close: a learned position table has parameters too.")
+    return wrong(
+        "build the twin with ModelConfig (combine='concat') at its full width, "
+        "or count embeddings, layers, final norm and head by hand."
+    )
+
+
+def _verdict(x, y) -> str:
+    """The lab's rule on the per-seed differences (see companion.lab.robust)."""
+    from companion.lab import robust
+
+    difference = np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64)
+    return (
+        "real"
+        if robust(difference, above=0) or robust(difference, below=0)
+        else "within the spread"
+    )
+
+
+def check_seed_spread_verdicts(answer) -> Feedback:
+    """Exercise ch13-real-or-not: the verdicts for pairs A and B under the chapter's
+    rule."""
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, (list, tuple)):
+        return wrong(
+            "expected a list of two strings (the verdicts for A and B), got "
+            f"{_describe(answer)}"
+        )
+    if len(answer) != 2 or not all(isinstance(a, str) for a in answer):
+        return wrong(
+            "expected exactly two strings, one verdict per pair, in the order A, B."
+        )
+    given = [" ".join(a.strip().lower().split()) for a in answer]
+    if any(g not in VERDICTS for g in given):
+        return wrong(f"each verdict must be one of {VERDICTS}.")
+    target = [_verdict(*SEED_PAIRS[k]) for k in ("A", "B")]
+    if given == target:
+        return right(
+            "both verdicts follow the rule: a difference is real when every seed's "
+            "difference clears zero by at least twice the spread of the differences."
+        )
+    if given == target[::-1]:
+        return wrong("the two verdicts are swapped: check the order A, B.")
+    if all(g == "real" for g in given):
+        return wrong(
+            "every pair of means differs a little; the rule asks whether each seed's "
+            "difference clears zero with a margin of twice the differences' spread."
+        )
+    return wrong(
+        "take the difference X - Y seed by seed, then check that all of them lie on "
+        "one side of zero, at least twice their spread (half their range) away from it."
+    )
+
+
+RERUN_SEEDS, RERUN_STEPS, RERUN_DIMS = [0, 1, 2], 400, (8, 24)
+
+
+def _concat_parameters(position_dim: int) -> int:
+    """Parameters of the lab's sinusoidal-concat model with this split (no table
+    parameters)."""
+    from companion.lab import MODEL
+
+    width = MODEL["dim"]
+    return _decoder_parameters(8, width, 2, width - position_dim, 0, 0)
+
+
+def _rerun_problem(rows, position_dim: int) -> str | None:
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         return (
-            f"expected an array of real numbers of shape ({size},), got dtype "
-            f"{array.dtype}"
+            "each rerun should be a list of the rows that lab.add_vs_concat(...) "
+            "returns"
         )
-    if array.shape != (size,):
-        return f"expected an array of shape ({size},), got shape {array.shape}"
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
-        return "expected finite numbers, got nan or inf"
-    return array
-
-
-def check_tiny_yarn_gamma(answer: Any) -> Feedback:
-    """Exercise ch13-yarn-gamma: YaRN's blend weight per pair for d = 16, L = 32, beta
-    32 / 1."""
-    values = _as_vector(answer, HEAD_DIM // 2)
-    if isinstance(values, str):
-        return wrong(values)
-    rotations = TRAIN_LEN * _speeds(HEAD_DIM) / (2 * math.pi)
-    target = _gamma(rotations)
-    if np.allclose(values, target, rtol=1e-6, atol=1e-9):
-        on_ramp = int(np.sum(target > 0))
-        return right(
-            f"Only {on_ramp} pairs are on the ramp, with weights {target[0]:.3f} and "
-            f"{target[1]:.3f}; no pair is kept, so the paper's YaRN is close to "
-            "position interpolation for this model (the library's ramp, over pair "
-            "indices, keeps pair 0)."
+    if [r.get("seed") for r in rows] != RERUN_SEEDS:
+        return (
+            "use seeds=(0, 1, 2) and keep one split per list, got seeds "
+            f"{[r.get('seed') for r in rows]}"
         )
-    unclipped = (rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW)
-    if np.allclose(values, unclipped, rtol=1e-6, atol=1e-9):
-        return wrong(
-            "some of your weights are negative: a pair with fewer than beta_slow turns "
-            "is simply interpolated, so gamma is limited to the range [0, 1]."
+    if any(
+        (r.get("position"), r.get("combine"), r.get("scale"))
+        != ("sinusoidal", "concat", True)
+        for r in rows
+    ):
+        return "use the configuration ('sinusoidal', 'concat', True)"
+    if any(len(r.get("history", ())) != RERUN_STEPS for r in rows):
+        return f"train for steps={RERUN_STEPS}"
+    if any(r.get("parameters") != _concat_parameters(position_dim) for r in rows):
+        return (
+            f"these rows do not have {position_dim} position features: give the "
+            f"configuration the options {{'position_dim': {position_dim}}}, and keep "
+            "only its rows in this list"
         )
-    if np.allclose(values, _gamma(TRAIN_LEN * _speeds(HEAD_DIM)), rtol=1e-6, atol=1e-9):
-        return wrong(
-            "the thresholds count full turns within L, not radians: one turn is 2*pi "
-            "radians."
-        )
-    if np.allclose(values, 1.0 - target, rtol=1e-6, atol=1e-9):
-        return wrong(
-            "gamma is the weight of the original speed: 1 means the pair is kept, 0 "
-            "that it is fully interpolated."
-        )
-    if np.allclose(values, target[::-1], rtol=1e-6, atol=1e-9):
-        return wrong(
-            "the order is reversed: pair 0 is the fastest, so it has the most turns."
-        )
-    if np.any(values < 0) or np.any(values > 1):
-        return wrong("a blend weight lies between 0 and 1.")
-    return wrong(
-        "count the turns of each pair within the trained length, L * theta_i / (2*pi), "
-        "and place them between beta_slow (weight 0) and beta_fast (weight 1) on a "
-        "straight line."
-    )
+    return None
 
 
-def check_ntk_base_head16(answer: Any) -> Feedback:
-    """Exercise ch13-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base
-    10000)."""
-    return ntk_base_feedback(answer, HEAD_DIM, NTK_FACTOR)
+def check_position_dim_rerun(rows_8, rows_24, answer) -> Feedback:
+    """Sinusoidal concat with 8 and with 24 of the 32 features for positions: 'real' or
+    'within the spread'?
 
-
-def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
-    """Exercise ch13-best-at-4x: the method with the lowest zero-shot loss at 4L in the
-    printed dict."""
-    if not isinstance(answer, str):
-        return wrong(
-            "expected the method's key as a string, such as 'none', got "
-            f"{type(answer).__name__}"
-        )
-    method = _ALIASES.get(answer.strip().lower())
-    if method is None:
-        return wrong(f"expected one of the keys {sorted(ZERO_SHOT)}, got {answer!r}")
-    best = min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][4])
-    if method == best:
-        return right(
-            f"{best!r} has the lowest loss at 4L ({ZERO_SHOT[best][4]:.2f}); note that "
-            "another method is best at 2L and a third at 8L, so a ranking holds for "
-            "one length only."
-        )
-    if all(ZERO_SHOT[method][4] >= ZERO_SHOT[m][4] for m in ZERO_SHOT):
-        return wrong("that is the highest loss at 4L; a lower loss is better.")
-    for factor in (2, 8):
-        if method == min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][factor]):
-            return wrong(
-                f"that method is best at {factor}L; the question asks about the column "
-                "for factor 4."
-            )
-    return wrong(
-        "compare the losses of the four methods at factor 4 and pick the lowest."
-    )
-
-
-# The rerun trains two seeds for 200 steps with rope_extension's own recipe (a constant
-# rate after warm-up), to stay quick (one round on two cores); the chapter's recorded
-# models trained for 1600 steps with a decaying rate.
-SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1], 200
-
-
-def check_small_base_rerun(result, answer) -> Feedback:
-    """A RoPE model with base 100, stretched 4 times: YaRN's kept pairs, and YaRN
-    against PI.
-
-    ``result`` is what ``lab.rope_extension(...)`` returned; ``answer`` is a pair
-    ``(pairs YaRN keeps at full speed, YaRN below PI at 4L in every seed)``. The second
-    part is checked against the learner's own numbers.
+    The verdict is checked against the learner's own two reruns, with the chapter's
+    rule.
     """
-    from companion.rope import rope_frequencies
-
-    if not isinstance(result, dict) or not {
-        "zero_shot",
-        "seeds",
-        "model_options",
-        "factors",
-    } <= set(result):
-        return wrong("result should be the dict that lab.rope_extension(...) returns")
-    if result["model_options"] != {"rope_base": SMALL_BASE}:
-        return wrong(
-            f"pass model_options={{'rope_base': {SMALL_BASE}}}, got "
-            f"{result['model_options']}"
+    for rows, dim in ((rows_8, 8), (rows_24, 24)):
+        problem = _rerun_problem(rows, dim)
+        if problem:
+            return wrong(f"rows_{dim}: {problem}")
+    if answer not in VERDICTS:
+        return wrong(f"answer should be one of {VERDICTS}, got {answer!r}")
+    loss_8, loss_24 = ([r["loss"] for r in rows] for rows in (rows_8, rows_24))
+    truth = _verdict(loss_8, loss_24)
+    if answer == truth:
+        return right(
+            "Your verdict follows your runs. More features for positions leave fewer "
+            "for tokens: the split is a trade, not a free gain."
         )
-    if list(result["seeds"]) != RERUN_SEEDS or list(result["factors"]) != [4]:
-        return wrong("use seeds=(0, 1) and factors=(4,)")
-    if result.get("steps") != RERUN_STEPS:
-        return wrong(f"use steps={RERUN_STEPS}, as the exercise says")
-    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
-        return wrong("answer should be a pair: (number of kept pairs, True or False)")
-    kept, better = answer
-    scaling = {"type": "yarn", "factor": 4, "original_max_len": TRAIN_LEN}
-    ratio = rope_frequencies(
-        HEAD_DIM, base=SMALL_BASE, scaling=scaling
-    ) / rope_frequencies(HEAD_DIM, base=SMALL_BASE)
-    expected_kept = int(np.sum(np.isclose(ratio, 1.0)))
-    value = as_number(kept)
-    if isinstance(value, str) or value != expected_kept:
-        return wrong(
-            "Count the pairs whose speed YaRN leaves unchanged: compare "
-            "rope_frequencies with and without the scaling, at base 100."
-        )
-    if not isinstance(better, (bool, np.bool_)):
-        return wrong(
-            f"the second part should be True or False, got {type(better).__name__}"
-        )
-    yarn, pi = (
-        np.asarray(result["zero_shot"]["yarn"])[:, 0],
-        np.asarray(result["zero_shot"]["linear"])[:, 0],
-    )
-    if bool(better) != bool(np.all(yarn < pi)):
-        return wrong(
-            "Compare result['zero_shot']['yarn'] with result['zero_shot']['linear'] "
-            "seed by seed."
-        )
-    return right(
-        f"YaRN keeps {expected_kept} pair(s) at full speed at base 100; pairs that "
-        "keep their speed keep the angles between neighbours that the model learned."
+    return wrong(
+        "Apply the chapter's rule to your two reruns: take the differences seed by "
+        "seed and ask whether they clear zero by twice their spread, as lab.robust "
+        "does."
     )

@@ -1,199 +1,219 @@
-"""Checkers for the exercises of chapter 14 (batches: padding, position ids and
-packing)."""
+"""Checkers for the exercises of chapter 14 (stretching a trained RoPE model)."""
 
 from __future__ import annotations
 
-import numpy as np
-import torch
+import math
+import numbers
+from typing import Any
 
-from companion.batching import (
-    attention_allowed,
-    document_ids_from_position_ids,
-    packed_attention_mask,
-    packed_position_ids,
-    position_ids_from_attention_mask,
-)
-from companion.exercises._answers import as_array
+import numpy as np
+
+from companion.exercises._answers import as_number
+from companion.exercises.ch08 import ntk_base_feedback
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
-    "check_left_padded_position_ids",
-    "check_packed_causal_mask",
-    "check_schemes_without_position_ids",
+    "check_tiny_yarn_gamma",
+    "check_ntk_base_head16",
+    "check_best_zero_shot_at_4x",
+    "check_small_base_rerun",
 ]
 
+_BASE = 10000.0
 # The parameters the exercise texts state.
-LEFT_MASK = ((0, 0, 0, 1, 1, 1), (0, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1))
-PACKED_LENGTHS = (2, 3, 1)
-SCHEME_NAMES = ("none", "sinusoidal", "learned", "t5", "rope", "alibi")
-# logits depend on differences of positions only
-SHIFT_FREE = {"none", "t5", "rope", "alibi"}
+HEAD_DIM, TRAIN_LEN, BETA_FAST, BETA_SLOW = 16, 32, 32.0, 1.0
+NTK_FACTOR = 4
+# The zero-shot losses printed in exercise ch14-best-at-4x.
+ZERO_SHOT = {"none": {2: 1.71, 4: 1.98, 8: 2.40}, "linear": {2: 1.69, 4: 1.83, 8: 1.95},
+             "ntk": {2: 1.66, 4: 1.88, 8: 2.13}, "yarn": {2: 1.70, 4: 1.85, 8: 1.93}}
+_ALIASES = {
+    "linear": "linear",
+    "pi": "linear",
+    "position interpolation": "linear",
+    "interpolation": "linear",
+    "ntk": "ntk",
+    "ntk-aware": "ntk",
+    "yarn": "yarn",
+    "none": "none",
+    "no scaling": "none",
+}
 
 
-def _whole_numbers(answer, shape):
-    """Return ``(float64 array, None)`` or ``(None, Feedback)`` explaining why
-    ``answer`` is unusable."""
-    array = as_array(answer, shape)
-    if isinstance(array, str):
-        return None, wrong(array)
-    if not np.all(array == np.round(array)):
-        return None, wrong("expected whole numbers: position ids are integers")
-    return array, None
+def _speeds(dim: int, base: float = _BASE) -> np.ndarray:
+    return base ** (-2.0 * np.arange(dim // 2) / dim)
 
 
-def check_left_padded_position_ids(answer) -> Feedback:
-    """Position ids of the left-padded mask ``LEFT_MASK``, as ``transformers`` computes
-    them."""
-    ids, problem = _whole_numbers(answer, (len(LEFT_MASK), len(LEFT_MASK[0])))
-    if problem is not None:
-        return problem
-    mask = np.array(LEFT_MASK)
-    expected = position_ids_from_attention_mask(torch.tensor(mask)).numpy()
-    real = mask == 1
-    if np.array_equal(ids, expected):
-        return right(
-            "Each real token counts the real tokens before it, and padding gets 0, as "
-            "in transformers."
-        )
-    if np.array_equal(ids, np.broadcast_to(np.arange(mask.shape[1]), mask.shape)):
-        return wrong(
-            "These are the column indices: they count the padding too, so a short "
-            "row's first word is not at 0. Count only real tokens (a running sum of "
-            "the mask)."
-        )
-    running = np.cumsum(mask, axis=1)
-    if np.array_equal(ids[real], running[real]):
-        return wrong(
-            "Off by one: the first real token of a row is position 0. Subtract 1 from "
-            "the running sum."
-        )
-    if np.array_equal(ids[real], expected[real]):
-        return wrong(
-            "The real tokens are right. transformers puts 0 on every padding position "
-            "(the running sum minus 1 gives -1 there)."
-        )
-    if np.array_equal(ids, np.where(real[:, ::-1], np.arange(mask.shape[1]), 0)):
-        return wrong(
-            "These would be the positions of a right-padded batch; here the padding "
-            "comes first."
-        )
-    return wrong(
-        "Not the position ids. In each row, count the real tokens before each token (a "
-        "running sum of the mask minus 1), and write 0 on padding."
-    )
+def _gamma(rotations: np.ndarray) -> np.ndarray:
+    return np.clip((rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW), 0.0, 1.0)
 
 
-def _as_matrix(answer, size: int):
-    """A ``(size, size)`` 0/1 matrix (a leading batch dimension of 1 is accepted), or
-    Feedback."""
+def _as_vector(answer: Any, size: int) -> np.ndarray | str:
+    """Return ``answer`` as a float64 vector of ``size`` entries, or a message saying
+    why not."""
+    if isinstance(answer, (str, bytes, dict, set, frozenset)) or answer is None:
+        return f"expected an array of shape ({size},), got {type(answer).__name__}"
     try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+        array = np.asarray(
+            answer.detach().cpu() if hasattr(answer, "detach") else answer
+        )
     except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-        return None, wrong(
-            f"expected a ({size}, {size}) array of True/False, got "
-            f"{type(answer).__name__}"
+        return f"expected an array of shape ({size},), got {type(answer).__name__}"
+    if array.dtype.kind not in "iuf":
+        return (
+            f"expected an array of real numbers of shape ({size},), got dtype "
+            f"{array.dtype}"
         )
-    if raw.ndim == 3 and raw.shape[0] == 1:
-        raw = raw[0]
-    if raw.dtype == object or raw.dtype.kind not in "biuf":
-        return None, wrong(
-            f"expected a ({size}, {size}) array of True/False, got "
-            f"{type(answer).__name__}"
-        )
-    if raw.shape != (size, size):
-        return None, wrong(
-            f"expected an array of shape ({size}, {size}), one row per query, got "
-            f"shape {raw.shape}"
-        )
-    matrix = raw.astype(np.float64)
-    if not np.all((matrix == 0) | (matrix == 1)):
-        return None, wrong(
-            "expected True/False (or 1/0) entries: may this query see this key?"
-        )
-    return matrix.astype(bool), None
+    if array.shape != (size,):
+        return f"expected an array of shape ({size},), got shape {array.shape}"
+    array = array.astype(np.float64)
+    if not np.all(np.isfinite(array)):
+        return "expected finite numbers, got nan or inf"
+    return array
 
 
-def check_packed_causal_mask(answer) -> Feedback:
-    """Allowed (query, key) pairs of one row packing documents of lengths
-    ``PACKED_LENGTHS``."""
-    n = sum(PACKED_LENGTHS)
-    got, problem = _as_matrix(answer, n)
-    if problem is not None:
-        return problem
-    documents = packed_attention_mask(
-        document_ids_from_position_ids(packed_position_ids(list(PACKED_LENGTHS)))
-    )
-    expected = attention_allowed(documents, n)[0].numpy()
-    causal = np.tril(np.ones((n, n), dtype=bool))
-    if np.array_equal(got, expected):
+def check_tiny_yarn_gamma(answer: Any) -> Feedback:
+    """Exercise ch14-yarn-gamma: YaRN's blend weight per pair for d = 16, L = 32, beta
+    32 / 1."""
+    values = _as_vector(answer, HEAD_DIM // 2)
+    if isinstance(values, str):
+        return wrong(values)
+    rotations = TRAIN_LEN * _speeds(HEAD_DIM) / (2 * math.pi)
+    target = _gamma(rotations)
+    if np.allclose(values, target, rtol=1e-6, atol=1e-9):
+        on_ramp = int(np.sum(target > 0))
         return right(
-            "Lower-triangular blocks on the diagonal: causal inside each document, "
-            "nothing across."
+            f"Only {on_ramp} pairs are on the ramp, with weights {target[0]:.3f} and "
+            f"{target[1]:.3f}; no pair is kept, so the paper's YaRN is close to "
+            "position interpolation for this model (the library's ramp, over pair "
+            "indices, keeps pair 0)."
         )
-    if np.array_equal(got, expected.T):
+    unclipped = (rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW)
+    if np.allclose(values, unclipped, rtol=1e-6, atol=1e-9):
         return wrong(
-            "This is the transpose: rows are queries, columns are keys, and a query "
-            "sees keys before it."
+            "some of your weights are negative: a pair with fewer than beta_slow turns "
+            "is simply interpolated, so gamma is limited to the range [0, 1]."
         )
-    if np.array_equal(got, documents[0].numpy()):
+    if np.allclose(values, _gamma(TRAIN_LEN * _speeds(HEAD_DIM)), rtol=1e-6, atol=1e-9):
         return wrong(
-            "Right blocks, but a token here sees later tokens of its own document. Add "
-            "the causal part."
+            "the thresholds count full turns within L, not radians: one turn is 2*pi "
+            "radians."
         )
-    if np.array_equal(got, causal):
+    if np.allclose(values, 1.0 - target, rtol=1e-6, atol=1e-9):
         return wrong(
-            "This is the plain causal mask: every document sees the ones packed before "
-            "it, the leak packing must avoid. Keep only pairs inside one document."
+            "gamma is the weight of the original speed: 1 means the pair is kept, 0 "
+            "that it is fully interpolated."
         )
+    if np.allclose(values, target[::-1], rtol=1e-6, atol=1e-9):
+        return wrong(
+            "the order is reversed: pair 0 is the fastest, so it has the most turns."
+        )
+    if np.any(values < 0) or np.any(values > 1):
+        return wrong("a blend weight lies between 0 and 1.")
     return wrong(
-        "Not the mask. With documents of lengths "
-        f"{', '.join(map(str, PACKED_LENGTHS))}: which tokens share a document, and "
-        "which keys are not after the query?"
+        "count the turns of each pair within the trained length, L * theta_i / (2*pi), "
+        "and place them between beta_slow (weight 0) and beta_fast (weight 1) on a "
+        "straight line."
     )
 
 
-def check_schemes_without_position_ids(answer) -> Feedback:
-    """The schemes whose real-token logits survive left padding with the mask but
-    positions 0..s-1."""
-    if isinstance(answer, np.ndarray) and answer.ndim == 1 and answer.dtype.kind == "U":
-        answer = answer.tolist()
-    if isinstance(answer, (str, bytes)) or not isinstance(
-        answer, (list, tuple, set, frozenset)
-    ):
+def check_ntk_base_head16(answer: Any) -> Feedback:
+    """Exercise ch14-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base
+    10000)."""
+    return ntk_base_feedback(answer, HEAD_DIM, NTK_FACTOR)
+
+
+def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
+    """Exercise ch14-best-at-4x: the method with the lowest zero-shot loss at 4L in the
+    printed dict."""
+    if not isinstance(answer, str):
         return wrong(
-            f"expected a set or list of scheme names, got {type(answer).__name__}"
+            "expected the method's key as a string, such as 'none', got "
+            f"{type(answer).__name__}"
         )
-    if not all(isinstance(name, str) for name in answer):
-        return wrong("expected the scheme names as strings, e.g. 'rope'")
-    names = {name.strip().lower() for name in answer}
-    unknown = sorted(names - set(SCHEME_NAMES))
-    if unknown:
-        return wrong(
-            f"unknown scheme name(s) {unknown}; the schemes are {list(SCHEME_NAMES)}"
-        )
-    if names == SHIFT_FREE:
+    method = _ALIASES.get(answer.strip().lower())
+    if method is None:
+        return wrong(f"expected one of the keys {sorted(ZERO_SHOT)}, got {answer!r}")
+    best = min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][4])
+    if method == best:
         return right(
-            "Every real token moves by the same amount, and these schemes see only "
-            "differences of positions (or none): the differences do not change."
+            f"{best!r} has the lowest loss at 4L ({ZERO_SHOT[best][4]:.2f}); note that "
+            "another method is best at 2L and a third at 8L, so a ranking holds for "
+            "one length only."
         )
-    if names & {"sinusoidal", "learned"}:
-        return wrong(
-            "An absolute scheme adds the table row of the position a token is given; "
-            "counting the padding gives a short row's tokens rows of later positions."
-        )
-    missing = SHIFT_FREE - names
-    if "none" in missing:
-        return wrong(
-            "A model with no position information cannot be affected by position ids "
-            "at all."
-        )
-    if "rope" in missing:
-        return wrong(
-            "RoPE rotates queries and keys by their positions, but a score depends on "
-            "the difference of the two positions only."
-        )
+    if all(ZERO_SHOT[method][4] >= ZERO_SHOT[m][4] for m in ZERO_SHOT):
+        return wrong("that is the highest loss at 4L; a lower loss is better.")
+    for factor in (2, 8):
+        if method == min(ZERO_SHOT, key=lambda m: ZERO_SHOT[m][factor]):
+            return wrong(
+                f"that method is best at {factor}L; the question asks about the column "
+                "for factor 4."
+            )
     return wrong(
-        "The T5 bias and ALiBi are computed from key position minus query position "
-        "only. Does a common shift change that difference?"
+        "compare the losses of the four methods at factor 4 and pick the lowest."
+    )
+
+
+# The rerun trains two seeds for 200 steps with rope_extension's own recipe (a constant
+# rate after warm-up), to stay quick (one round on two cores); the chapter's recorded
+# models trained for 1600 steps with a decaying rate.
+SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1], 200
+
+
+def check_small_base_rerun(result, answer) -> Feedback:
+    """A RoPE model with base 100, stretched 4 times: YaRN's kept pairs, and YaRN
+    against PI.
+
+    ``result`` is what ``lab.rope_extension(...)`` returned; ``answer`` is a pair
+    ``(pairs YaRN keeps at full speed, YaRN below PI at 4L in every seed)``. The second
+    part is checked against the learner's own numbers.
+    """
+    from companion.rope import rope_frequencies
+
+    if not isinstance(result, dict) or not {
+        "zero_shot",
+        "seeds",
+        "model_options",
+        "factors",
+    } <= set(result):
+        return wrong("result should be the dict that lab.rope_extension(...) returns")
+    if result["model_options"] != {"rope_base": SMALL_BASE}:
+        return wrong(
+            f"pass model_options={{'rope_base': {SMALL_BASE}}}, got "
+            f"{result['model_options']}"
+        )
+    if list(result["seeds"]) != RERUN_SEEDS or list(result["factors"]) != [4]:
+        return wrong("use seeds=(0, 1) and factors=(4,)")
+    if result.get("steps") != RERUN_STEPS:
+        return wrong(f"use steps={RERUN_STEPS}, as the exercise says")
+    if not isinstance(answer, (tuple, list)) or len(answer) != 2:
+        return wrong("answer should be a pair: (number of kept pairs, True or False)")
+    kept, better = answer
+    scaling = {"type": "yarn", "factor": 4, "original_max_len": TRAIN_LEN}
+    ratio = rope_frequencies(
+        HEAD_DIM, base=SMALL_BASE, scaling=scaling
+    ) / rope_frequencies(HEAD_DIM, base=SMALL_BASE)
+    expected_kept = int(np.sum(np.isclose(ratio, 1.0)))
+    value = as_number(kept)
+    if isinstance(value, str) or value != expected_kept:
+        return wrong(
+            "Count the pairs whose speed YaRN leaves unchanged: compare "
+            "rope_frequencies with and without the scaling, at base 100."
+        )
+    if not isinstance(better, (bool, np.bool_)):
+        return wrong(
+            f"the second part should be True or False, got {type(better).__name__}"
+        )
+    yarn, pi = (
+        np.asarray(result["zero_shot"]["yarn"])[:, 0],
+        np.asarray(result["zero_shot"]["linear"])[:, 0],
+    )
+    if bool(better) != bool(np.all(yarn < pi)):
+        return wrong(
+            "Compare result['zero_shot']['yarn'] with result['zero_shot']['linear'] "
+            "seed by seed."
+        )
+    return right(
+        f"YaRN keeps {expected_kept} pair(s) at full speed at base 100; pairs that "
+        "keep their speed keep the angles between neighbours that the model learned."
     )

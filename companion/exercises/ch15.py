@@ -1,162 +1,199 @@
-"""Checkers for the exercises of chapter 15 (debugging position bugs: a checklist)."""
+"""Checkers for the exercises of chapter 15 (batches: padding, position ids and
+packing)."""
 
 from __future__ import annotations
-
-import math
-import numbers
 
 import numpy as np
 import torch
 
-from companion import _checks
-from companion.exercises._answers import as_number
+from companion.batching import (
+    attention_allowed,
+    document_ids_from_position_ids,
+    packed_attention_mask,
+    packed_position_ids,
+    position_ids_from_attention_mask,
+)
+from companion.exercises._answers import as_array
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
-from companion.sinusoidal import sinusoidal_table
 
 __all__ = [
-    "suspect_add_positions",
-    "check_suspect_offset",
-    "check_std_ratio",
-    "check_fixes",
+    "check_left_padded_position_ids",
+    "check_packed_causal_mask",
+    "check_schemes_without_position_ids",
 ]
 
 # The parameters the exercise texts state.
-SUSPECT_OFFSET, SUSPECT_LAYOUT = 2, "halves"
-RATIO_DIM, RATIO_ROWS = 128, 256
-FIX_OPTIONS = "abcde"
-FIXES = ("d", "a", "e")  # the right fix for symptoms 1, 2, 3
+LEFT_MASK = ((0, 0, 0, 1, 1, 1), (0, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1))
+PACKED_LENGTHS = (2, 3, 1)
+SCHEME_NAMES = ("none", "sinusoidal", "learned", "t5", "rope", "alibi")
+# logits depend on differences of positions only
+SHIFT_FREE = {"none", "t5", "rope", "alibi"}
 
 
-def suspect_add_positions(x: torch.Tensor) -> torch.Tensor:
-    """Add position vectors to ``x`` ``(b, s, d)`` as the library of exercise
-    ``ch15-suspect-offset`` does.
-
-    Returns a tensor of the same shape and dtype. (How it numbers the positions is the
-    exercise.)
-    """
-    x = _checks.tensor("x", x, ndim=3, shape="(batch, seq, dim)")
-    seq, dim = x.shape[1], _checks.even_int("the last dimension of x", x.shape[2])
-    rows = sinusoidal_table(seq + SUSPECT_OFFSET, dim, layout=SUSPECT_LAYOUT)[
-        SUSPECT_OFFSET:
-    ]
-    return x + torch.from_numpy(rows).to(x.dtype)
+def _whole_numbers(answer, shape):
+    """Return ``(float64 array, None)`` or ``(None, Feedback)`` explaining why
+    ``answer`` is unusable."""
+    array = as_array(answer, shape)
+    if isinstance(array, str):
+        return None, wrong(array)
+    if not np.all(array == np.round(array)):
+        return None, wrong("expected whole numbers: position ids are integers")
+    return array, None
 
 
-def _as_integer(answer) -> int | str:
-    if answer is None:
-        return (
-            "expected an integer, got None. If find_position_offset returned None, no "
-            "shift matched: is the reference table in the same layout as the suspect's?"
-        )
-    value = as_number(answer)
-    if isinstance(value, str):
-        return value
-    if value != round(value):
-        return f"expected a whole number of positions, got {value}"
-    return int(round(value))
-
-
-def check_suspect_offset(answer) -> Feedback:
-    """The position that the first token of ``suspect_add_positions`` reads."""
-    value = _as_integer(answer)
-    if isinstance(value, str):
-        return wrong(value)
-    if value == SUSPECT_OFFSET:
+def check_left_padded_position_ids(answer) -> Feedback:
+    """Position ids of the left-padded mask ``LEFT_MASK``, as ``transformers`` computes
+    them."""
+    ids, problem = _whole_numbers(answer, (len(LEFT_MASK), len(LEFT_MASK[0])))
+    if problem is not None:
+        return problem
+    mask = np.array(LEFT_MASK)
+    expected = position_ids_from_attention_mask(torch.tensor(mask)).numpy()
+    real = mask == 1
+    if np.array_equal(ids, expected):
         return right(
-            "Its first token reads position 2, in the halves layout: a library that "
-            "numbers tokens after a padding index, as fairseq and OPT do."
+            "Each real token counts the real tokens before it, and padding gets 0, as "
+            "in transformers."
         )
-    if value == 0:
+    if np.array_equal(ids, np.broadcast_to(np.arange(mask.shape[1]), mask.shape)):
         return wrong(
-            "Position 0 would give the row (0, ..., 0, 1, ..., 1) in the halves "
-            "layout, or (0, 1, 0, 1, ...) interleaved. Compare the first row it adds "
-            "with both."
+            "These are the column indices: they count the padding too, so a short "
+            "row's first word is not at 0. Count only real tokens (a running sum of "
+            "the mask)."
         )
-    if value == 1:
+    running = np.cumsum(mask, axis=1)
+    if np.array_equal(ids[real], running[real]):
         return wrong(
-            "Not 1. Did find_position_offset try enough shifts, and against the right "
-            "layout?"
+            "Off by one: the first real token of a row is position 0. Subtract 1 from "
+            "the running sum."
         )
-    if value < 0:
-        return wrong("Positions in this table start at 0, so the shift is 0 or more.")
+    if np.array_equal(ids[real], expected[real]):
+        return wrong(
+            "The real tokens are right. transformers puts 0 on every padding position "
+            "(the running sum minus 1 gives -1 there)."
+        )
+    if np.array_equal(ids, np.where(real[:, ::-1], np.arange(mask.shape[1]), 0)):
+        return wrong(
+            "These would be the positions of a right-padded batch; here the padding "
+            "comes first."
+        )
     return wrong(
-        "Not that position. Add the suspect's vectors to zeros, then look for its "
-        "first row in sinusoidal_table(..., layout=...) of both layouts."
+        "Not the position ids. In each row, count the real tokens before each token (a "
+        "running sum of the mask minus 1), and write 0 on padding."
     )
 
 
-def check_std_ratio(answer) -> Feedback:
-    """Std of ``sqrt(128) * E`` (E drawn with std 1) over the std of
-    ``sinusoidal_table(256, 128)``."""
-    value = as_number(answer)
-    if isinstance(value, str):
-        return wrong(value)
-    table_std = float(np.std(sinusoidal_table(RATIO_ROWS, RATIO_DIM)))
-    expected = math.sqrt(RATIO_DIM) / table_std
-
-    def near(x: float) -> bool:
-        return abs(value / x - 1) < 0.03  # a measured token std is within a percent
-
-    if value > 0 and near(expected):
-        return right(
-            f"About {expected:.1f}: the scaled tokens are some 18 times as spread out "
-            "as the positions, which drown in them."
-        )
-    if value > 0 and near(1 / expected):
-        return wrong("That is the inverse: put the token part on top.")
-    if value > 0 and near(1 / table_std):
-        return wrong(
-            "The forward multiplies the token vectors by sqrt(d) before adding: "
-            "include it."
-        )
-    if value > 0 and near(math.sqrt(RATIO_DIM) / math.sqrt(0.5)):
-        return wrong(
-            "0.707 is the RMS of a row, not the standard deviation of the table's "
-            "entries: the cosines of slow pairs give the table a mean well above 0."
-        )
-    return wrong(
-        "Not the ratio. Measure np.std of the whole table, and work out the std of the "
-        "scaled token part from the initialisation."
-    )
-
-
-def check_fixes(answer) -> Feedback:
-    """Three letters: the fix for symptom 1, 2 and 3 of exercise ``ch15-choose-fix``."""
-    if isinstance(answer, str):
-        letters = [c for c in answer.lower() if not c.isspace() and c not in ",;"]
-    elif isinstance(answer, (list, tuple)) and all(isinstance(c, str) for c in answer):
-        letters = [c.strip().lower() for c in answer]
-    else:
-        return wrong(
-            "expected three letters, e.g. ['a', 'b', 'c'] or 'abc', got "
+def _as_matrix(answer, size: int):
+    """A ``(size, size)`` 0/1 matrix (a leading batch dimension of 1 is accepted), or
+    Feedback."""
+    try:
+        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
+    except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+        return None, wrong(
+            f"expected a ({size}, {size}) array of True/False, got "
             f"{type(answer).__name__}"
         )
-    if len(letters) != len(FIXES):
-        return wrong(f"expected three letters, one per symptom, got {len(letters)}")
-    unknown = [c for c in letters if c not in FIX_OPTIONS]
-    if unknown:
-        return wrong(f"the options are the letters a to e, got {unknown[0]!r}")
-    wrong_at = [
-        i + 1 for i, (got, want) in enumerate(zip(letters, FIXES)) if got != want
-    ]
-    if not wrong_at:
-        return right(
-            "Each symptom pointed at one item of the checklist, and each check "
-            "confirms its fix."
+    if raw.ndim == 3 and raw.shape[0] == 1:
+        raw = raw[0]
+    if raw.dtype == object or raw.dtype.kind not in "biuf":
+        return None, wrong(
+            f"expected a ({size}, {size}) array of True/False, got "
+            f"{type(answer).__name__}"
         )
-    hints = {
-        1: (
-            "Symptom 1: compare x.std() with pe.std(). What makes the token part that "
-            "large?"
-        ),
-        2: (
-            "Symptom 2: the scores still depend only on offsets, so the rotation "
-            "itself works. Which weights feed the features that get paired?"
-        ),
-        3: (
-            "Symptom 3: only left-padded rows change. Which positions do their first "
-            "real tokens get?"
-        ),
-    }
-    return wrong(" ".join(hints[i] for i in wrong_at))
+    if raw.shape != (size, size):
+        return None, wrong(
+            f"expected an array of shape ({size}, {size}), one row per query, got "
+            f"shape {raw.shape}"
+        )
+    matrix = raw.astype(np.float64)
+    if not np.all((matrix == 0) | (matrix == 1)):
+        return None, wrong(
+            "expected True/False (or 1/0) entries: may this query see this key?"
+        )
+    return matrix.astype(bool), None
+
+
+def check_packed_causal_mask(answer) -> Feedback:
+    """Allowed (query, key) pairs of one row packing documents of lengths
+    ``PACKED_LENGTHS``."""
+    n = sum(PACKED_LENGTHS)
+    got, problem = _as_matrix(answer, n)
+    if problem is not None:
+        return problem
+    documents = packed_attention_mask(
+        document_ids_from_position_ids(packed_position_ids(list(PACKED_LENGTHS)))
+    )
+    expected = attention_allowed(documents, n)[0].numpy()
+    causal = np.tril(np.ones((n, n), dtype=bool))
+    if np.array_equal(got, expected):
+        return right(
+            "Lower-triangular blocks on the diagonal: causal inside each document, "
+            "nothing across."
+        )
+    if np.array_equal(got, expected.T):
+        return wrong(
+            "This is the transpose: rows are queries, columns are keys, and a query "
+            "sees keys before it."
+        )
+    if np.array_equal(got, documents[0].numpy()):
+        return wrong(
+            "Right blocks, but a token here sees later tokens of its own document. Add "
+            "the causal part."
+        )
+    if np.array_equal(got, causal):
+        return wrong(
+            "This is the plain causal mask: every document sees the ones packed before "
+            "it, the leak packing must avoid. Keep only pairs inside one document."
+        )
+    return wrong(
+        "Not the mask. With documents of lengths "
+        f"{', '.join(map(str, PACKED_LENGTHS))}: which tokens share a document, and "
+        "which keys are not after the query?"
+    )
+
+
+def check_schemes_without_position_ids(answer) -> Feedback:
+    """The schemes whose real-token logits survive left padding with the mask but
+    positions 0..s-1."""
+    if isinstance(answer, np.ndarray) and answer.ndim == 1 and answer.dtype.kind == "U":
+        answer = answer.tolist()
+    if isinstance(answer, (str, bytes)) or not isinstance(
+        answer, (list, tuple, set, frozenset)
+    ):
+        return wrong(
+            f"expected a set or list of scheme names, got {type(answer).__name__}"
+        )
+    if not all(isinstance(name, str) for name in answer):
+        return wrong("expected the scheme names as strings, e.g. 'rope'")
+    names = {name.strip().lower() for name in answer}
+    unknown = sorted(names - set(SCHEME_NAMES))
+    if unknown:
+        return wrong(
+            f"unknown scheme name(s) {unknown}; the schemes are {list(SCHEME_NAMES)}"
+        )
+    if names == SHIFT_FREE:
+        return right(
+            "Every real token moves by the same amount, and these schemes see only "
+            "differences of positions (or none): the differences do not change."
+        )
+    if names & {"sinusoidal", "learned"}:
+        return wrong(
+            "An absolute scheme adds the table row of the position a token is given; "
+            "counting the padding gives a short row's tokens rows of later positions."
+        )
+    missing = SHIFT_FREE - names
+    if "none" in missing:
+        return wrong(
+            "A model with no position information cannot be affected by position ids "
+            "at all."
+        )
+    if "rope" in missing:
+        return wrong(
+            "RoPE rotates queries and keys by their positions, but a score depends on "
+            "the difference of the two positions only."
+        )
+    return wrong(
+        "The T5 bias and ALiBi are computed from key position minus query position "
+        "only. Does a common shift change that difference?"
+    )

@@ -1,4 +1,4 @@
-"""Checkers for the exercises of chapter 16 (how to choose a position scheme)."""
+"""Checkers for the exercises of chapter 16 (debugging position bugs: a checklist)."""
 
 from __future__ import annotations
 
@@ -6,237 +6,157 @@ import math
 import numbers
 
 import numpy as np
+import torch
 
-from companion.alibi import alibi_slopes
+from companion import _checks
 from companion.exercises._answers import as_number
 from companion.exercises._feedback import Feedback, wrong
 from companion.exercises._feedback import right_folded as right
+from companion.sinusoidal import sinusoidal_table
 
 __all__ = [
-    "check_position_parameters",
-    "check_kv_cache_entries",
-    "check_scheme_for_requirement",
+    "suspect_add_positions",
+    "check_suspect_offset",
+    "check_std_ratio",
+    "check_fixes",
 ]
 
-# The exercises' fixed data, as the statements in chapter 16 give them.
-BERT_LARGE = {"positions": 512, "width": 1024, "base_width": 768, "type_vocab": 2}
-T5_LARGE = {"heads": 16, "buckets": 32, "layers": 24, "stacks": 2, "width": 1024}
-LLAMA31_8B = {"layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128, "tokens": 4096}
-REQUIREMENT = {"trained": 2048, "served": 8192, "heads": 8}
-TABLE2_8512 = {
-    "sinusoidal": (20.05, 305.65),
-    "rope": (20.07, 54.98),
-    "t5": (19.65, 43.08),
-    "alibi": (19.73, 18.34),
-}
+# The parameters the exercise texts state.
+SUSPECT_OFFSET, SUSPECT_LAYOUT = 2, "halves"
+RATIO_DIM, RATIO_ROWS = 128, 256
+FIX_OPTIONS = "abcde"
+FIXES = ("d", "a", "e")  # the right fix for symptoms 1, 2, 3
 
 
-def _integer(value) -> int | None:
-    """``value`` as an int if it is a whole number (int, integral float, 0-d array),
-    else None."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if hasattr(value, "detach"):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        if value.size != 1 or value.dtype.kind not in "iuf":
-            return None
-        value = value.reshape(()).item()
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if (
-        isinstance(value, numbers.Real)
-        and math.isfinite(value)
-        and float(value).is_integer()
-    ):
-        return int(value)
-    return None
+def suspect_add_positions(x: torch.Tensor) -> torch.Tensor:
+    """Add position vectors to ``x`` ``(b, s, d)`` as the library of exercise
+    ``ch16-suspect-offset`` does.
+
+    Returns a tensor of the same shape and dtype. (How it numbers the positions is the
+    exercise.)
+    """
+    x = _checks.tensor("x", x, ndim=3, shape="(batch, seq, dim)")
+    seq, dim = x.shape[1], _checks.even_int("the last dimension of x", x.shape[2])
+    rows = sinusoidal_table(seq + SUSPECT_OFFSET, dim, layout=SUSPECT_LAYOUT)[
+        SUSPECT_OFFSET:
+    ]
+    return x + torch.from_numpy(rows).to(x.dtype)
 
 
-def _pair(answer, what: str):
-    """``(first, second)`` from a tuple, list or array of two items, or
-    ``(None, Feedback)``."""
-    if isinstance(answer, np.ndarray):
-        answer = answer.tolist()
-    if (
-        isinstance(answer, (str, bytes, dict))
-        or not isinstance(answer, (tuple, list))
-        or len(answer) != 2
-    ):
-        return None, wrong(f"expected a pair {what}, got {type(answer).__name__}")
-    return tuple(answer), None
-
-
-def check_position_parameters(answer) -> Feedback:
-    """Exercise ch16-position-params: (BERT-large's learned table, T5-large's relative
-    biases)."""
-    pair, problem = _pair(answer, "(bert, t5) of two integers")
-    if problem is not None:
-        return problem
-    bert, t5 = (_integer(x) for x in pair)
-    if bert is None or t5 is None:
-        return wrong("expected two whole numbers of parameters, (bert, t5)")
-    b, t = BERT_LARGE, T5_LARGE
-    right_bert = b["positions"] * b["width"]
-    right_t5 = t["stacks"] * t["buckets"] * t["heads"]
-    if (bert, t5) == (right_bert, right_t5):
-        return right(
-            f"{right_bert:,} for BERT-large's table against {right_t5:,} for all of "
-            "T5's biases: one table per stack, one number per bucket and head."
+def _as_integer(answer) -> int | str:
+    if answer is None:
+        return (
+            "expected an integer, got None. If find_position_offset returned None, no "
+            "shift matched: is the reference table in the same layout as the suspect's?"
         )
-    if (t5, bert) == (right_bert, right_t5):
-        return wrong("Both numbers are right but swapped: give (bert, t5).")
-    if bert != right_bert:
-        if bert == b["positions"] * b["base_width"]:
-            return wrong("That is BERT-base's table: BERT-large is 1024 wide.")
-        if bert == b["positions"] * b["width"] + b["type_vocab"] * b["width"]:
-            return wrong(
-                "Token-type (segment) embeddings are not positions: count the position "
-                "table only."
-            )
-        return wrong(
-            "The BERT number is off: a learned table has one trained vector per "
-            "position."
-        )
-    if t5 == t["buckets"] * t["heads"]:
-        return wrong(
-            "T5 has one bias table per stack: the encoder's and the decoder's."
-        )
-    if t5 in (
-        t["stacks"] * t["layers"] * t["buckets"] * t["heads"],
-        t["layers"] * t["buckets"] * t["heads"],
-    ):
-        return wrong(
-            "Each stack computes its bias once, in its first layer, and shares it with "
-            "the others."
-        )
-    if t5 in (t["stacks"] * t["buckets"] * t["width"], t["buckets"] * t["width"]):
-        return wrong(
-            "T5's bias is one scalar per bucket and head, not a vector of the model's "
-            "width."
-        )
-    return wrong(
-        "The T5 number is off: how many buckets, heads and tables does the relative "
-        "bias have?"
-    )
-
-
-def check_kv_cache_entries(answer) -> Feedback:
-    """Exercise ch16-kv-cache: numbers a Llama-3.1-8B-shaped cache holds for 4096
-    tokens."""
-    value = _integer(answer)
-    if value is None:
-        number = as_number(answer)
-        return wrong(
-            number
-            if isinstance(number, str)
-            else "expected a whole number of cached entries"
-        )
-    c = LLAMA31_8B
-    per_layer_token = c["kv_heads"] * c["head_dim"]
-    expected = 2 * c["layers"] * per_layer_token * c["tokens"]
-    if value == expected:
-        return right(
-            f"{expected:,} numbers: keys and values, for each layer, key-value head "
-            "and token. RoPE, ALiBi or a learned table would not change it."
-        )
-    if value == 2 * expected:
-        return wrong(
-            "That is twice the count: bytes at 2 per entry (bfloat16), or query heads "
-            "where the cache keeps only the key-value heads."
-        )
-    if value == 4 * expected:
-        return wrong(
-            "Grouped-query attention caches keys and values for the 8 key-value heads "
-            "only, not for all 32 query heads."
-        )
-    if value * 2 == expected:
-        return wrong(
-            "The cache holds keys and values: two numbers per feature, not one."
-        )
-    if value == expected // c["layers"]:
-        return wrong("That is one layer: every layer keeps its own keys and values.")
-    if value == expected // c["tokens"]:
-        return wrong("That is per token: multiply by the 4096 tokens of the sequence.")
-    if value > expected and (value - expected) % c["tokens"] == 0:
-        return wrong(
-            "Positions add nothing to the cache: RoPE rotates the keys it stores, the "
-            "others store none. Count keys and values only."
-        )
-    return wrong(
-        "Not the count. Multiply: 2 (key, value) x layers x key-value heads x head "
-        "dimension x tokens."
-    )
-
-
-def _alibi_far_share(nearest: int, served: int, heads: int) -> float:
-    """Softmax weight of the last of ``served`` queries, under the flattest ALiBi head's
-    bias and equal content scores, on the keys at distance ``nearest`` or more."""
-    m = float(alibi_slopes(heads).min())
-    # the last query's distance to every key
-    distances = np.arange(served, dtype=np.float64)
-    weights = np.exp(-m * distances)
-    return float(weights[nearest:].sum() / weights.sum())
-
-
-def check_scheme_for_requirement(answer) -> Feedback:
-    """Exercise ch16-requirement: the scheme Table 2 supports, and ALiBi's weight on far
-    tokens."""
-    pair, problem = _pair(answer, "(scheme, share)")
-    if problem is not None:
-        return problem
-    scheme, share = pair
-    if not isinstance(scheme, str):
-        return wrong("The first item is the scheme's name as a string, e.g. 'rope'.")
-    scheme = scheme.strip().lower()
-    if scheme not in TABLE2_8512:
-        return wrong(f"Choose one of {sorted(TABLE2_8512)}.")
-    if scheme != "alibi":
-        short, long = TABLE2_8512[scheme]
-        return wrong(
-            f"Table 2 has {scheme} at perplexity {long} at 8512 tokens against {short} "
-            "at 512: without fine-tuning it does not keep its quality on longer "
-            "inputs."
-        )
-    value = as_number(share)
+    value = as_number(answer)
     if isinstance(value, str):
-        return wrong(f"The second item is the share, a number: {value}")
-    r = REQUIREMENT
-    expected = _alibi_far_share(r["served"] - r["trained"], r["served"], r["heads"])
-    if math.isclose(value, expected, rel_tol=1e-3):
+        return value
+    if value != round(value):
+        return f"expected a whole number of positions, got {value}"
+    return int(round(value))
+
+
+def check_suspect_offset(answer) -> Feedback:
+    """The position that the first token of ``suspect_add_positions`` reads."""
+    value = _as_integer(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    if value == SUSPECT_OFFSET:
         return right(
-            f"ALiBi, and its flattest head puts about one part in {1 / expected:.1e} "
-            "of its attention "
-            "on the first 2048 tokens at equal content scores: it runs, but it does "
-            "not look that far."
+            "Its first token reads position 2, in the halves layout: a library that "
+            "numbers tokens after a padding index, as fairseq and OPT do."
         )
     if value == 0:
         return wrong(
-            "0 is what the steepest head gives (or float32 rounding); use the flattest "
-            "head, slope 2^-8."
+            "Position 0 would give the row (0, ..., 0, 1, ..., 1) in the halves "
+            "layout, or (0, 1, 0, 1, ...) interleaved. Compare the first row it adds "
+            "with both."
         )
-    # 2048 of 8192, no bias
-    if math.isclose(value, r["trained"] / r["served"], rel_tol=1e-3):
+    if value == 1:
         return wrong(
-            "That is the share without any bias; ALiBi subtracts m times the distance."
+            "Not 1. Did find_position_offset try enough shifts, and against the right "
+            "layout?"
         )
-    if math.isclose(value, 1 - expected, rel_tol=1e-3):
-        return wrong(
-            "That is the share of the most recent 6144 tokens; the question asks about "
-            "the first 2048."
-        )
-    far = r["served"] - r["trained"]  # distance of the nearest of the first 2048 tokens
-    for m in alibi_slopes(r["heads"])[:-1]:  # every head but the flattest
-        weights = np.exp(-m * np.arange(r["served"], dtype=np.float64))
-        if value > 0 and math.isclose(
-            value, weights[far:].sum() / weights.sum(), rel_tol=1e-3
-        ):
-            return wrong(
-                f"That is the head with slope {m:g}; the flattest head, slope 2^-8, "
-                "looks farthest."
-            )
+    if value < 0:
+        return wrong("Positions in this table start at 0, so the shift is 0 or more.")
     return wrong(
-        "Not the share. The last query sits at position 8191; the first 2048 tokens "
-        "are 6144 to 8191 tokens away. Sum their softmax weights under the flattest "
-        "head's bias."
+        "Not that position. Add the suspect's vectors to zeros, then look for its "
+        "first row in sinusoidal_table(..., layout=...) of both layouts."
     )
+
+
+def check_std_ratio(answer) -> Feedback:
+    """Std of ``sqrt(128) * E`` (E drawn with std 1) over the std of
+    ``sinusoidal_table(256, 128)``."""
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(value)
+    table_std = float(np.std(sinusoidal_table(RATIO_ROWS, RATIO_DIM)))
+    expected = math.sqrt(RATIO_DIM) / table_std
+
+    def near(x: float) -> bool:
+        return abs(value / x - 1) < 0.03  # a measured token std is within a percent
+
+    if value > 0 and near(expected):
+        return right(
+            f"About {expected:.1f}: the scaled tokens are some 18 times as spread out "
+            "as the positions, which drown in them."
+        )
+    if value > 0 and near(1 / expected):
+        return wrong("That is the inverse: put the token part on top.")
+    if value > 0 and near(1 / table_std):
+        return wrong(
+            "The forward multiplies the token vectors by sqrt(d) before adding: "
+            "include it."
+        )
+    if value > 0 and near(math.sqrt(RATIO_DIM) / math.sqrt(0.5)):
+        return wrong(
+            "0.707 is the RMS of a row, not the standard deviation of the table's "
+            "entries: the cosines of slow pairs give the table a mean well above 0."
+        )
+    return wrong(
+        "Not the ratio. Measure np.std of the whole table, and work out the std of the "
+        "scaled token part from the initialisation."
+    )
+
+
+def check_fixes(answer) -> Feedback:
+    """Three letters: the fix for symptom 1, 2 and 3 of exercise ``ch16-choose-fix``."""
+    if isinstance(answer, str):
+        letters = [c for c in answer.lower() if not c.isspace() and c not in ",;"]
+    elif isinstance(answer, (list, tuple)) and all(isinstance(c, str) for c in answer):
+        letters = [c.strip().lower() for c in answer]
+    else:
+        return wrong(
+            "expected three letters, e.g. ['a', 'b', 'c'] or 'abc', got "
+            f"{type(answer).__name__}"
+        )
+    if len(letters) != len(FIXES):
+        return wrong(f"expected three letters, one per symptom, got {len(letters)}")
+    unknown = [c for c in letters if c not in FIX_OPTIONS]
+    if unknown:
+        return wrong(f"the options are the letters a to e, got {unknown[0]!r}")
+    wrong_at = [
+        i + 1 for i, (got, want) in enumerate(zip(letters, FIXES)) if got != want
+    ]
+    if not wrong_at:
+        return right(
+            "Each symptom pointed at one item of the checklist, and each check "
+            "confirms its fix."
+        )
+    hints = {
+        1: (
+            "Symptom 1: compare x.std() with pe.std(). What makes the token part that "
+            "large?"
+        ),
+        2: (
+            "Symptom 2: the scores still depend only on offsets, so the rotation "
+            "itself works. Which weights feed the features that get paired?"
+        ),
+        3: (
+            "Symptom 3: only left-padded rows change. Which positions do their first "
+            "real tokens get?"
+        ),
+    }
+    return wrong(" ".join(hints[i] for i in wrong_at))

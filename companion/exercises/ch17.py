@@ -1,200 +1,242 @@
-"""Checkers for the exercises of chapter 17 (the cheat sheet)."""
+"""Checkers for the exercises of chapter 17 (how to choose a position scheme)."""
 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
+from companion.alibi import alibi_slopes
 from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, right_folded, wrong
+from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import right_folded as right
 
-__all__ = ["check_checkpoint_layouts", "check_alibi_slopes_of_24"]
+__all__ = [
+    "check_position_parameters",
+    "check_kv_cache_entries",
+    "check_scheme_for_requirement",
+]
 
-# The parameters the exercise texts state.
-FAMILIES = ("gpt_neox", "gptj", "llama", "roformer")
-LAYOUTS = ("interleaved", "halves")
-SLOPE_HEADS, SLOPE_ASKED = 24, (5, 19)
-
-# What each family's rotary code in `transformers` computes (book/10_porting.ipynb runs
-# it).
-_LAYOUT_OF = {
-    "gpt_neox": "halves",
-    "gptj": "interleaved",
-    "llama": "halves",
-    "roformer": "interleaved",
+# The exercises' fixed data, as the statements in chapter 17 give them.
+BERT_LARGE = {"positions": 512, "width": 1024, "base_width": 768, "type_vocab": 2}
+T5_LARGE = {"heads": 16, "buckets": 32, "layers": 24, "stacks": 2, "width": 1024}
+LLAMA31_8B = {"layers": 32, "heads": 32, "kv_heads": 8, "head_dim": 128, "tokens": 4096}
+REQUIREMENT = {"trained": 2048, "served": 8192, "heads": 8}
+TABLE2_8512 = {
+    "sinusoidal": (20.05, 305.65),
+    "rope": (20.07, 54.98),
+    "t5": (19.65, 43.08),
+    "alibi": (19.73, 18.34),
 }
 
 
-def _as_layouts(answer):
-    """Return ``({family: layout}, None)`` or ``(None, Feedback)`` explaining why
-    not."""
-    if isinstance(answer, dict):
-        keys = {str(k).strip().lower().replace("-", "_"): v for k, v in answer.items()}
-        missing = [f for f in FAMILIES if f not in keys]
-        extra = sorted(k for k in keys if k not in FAMILIES)
-        if missing or extra:
-            parts = ([f"missing {missing}"] if missing else []) + (
-                [f"unknown {extra}"] if extra else []
-            )
-            return None, wrong(
-                f"expected one entry for each of {list(FAMILIES)}; "
-                f"{' and '.join(parts)}"
-            )
-        values = [keys[f] for f in FAMILIES]
-    elif isinstance(answer, (list, tuple)):
-        if len(answer) != len(FAMILIES):
-            return None, wrong(
-                f"expected {len(FAMILIES)} layouts, in the order {list(FAMILIES)}; got "
-                f"{len(answer)}"
-            )
-        values = list(answer)
-    else:
-        return None, wrong(
-            f"expected a dict {{family: layout}} for {list(FAMILIES)}, got "
-            f"{type(answer).__name__}"
-        )
-    layouts = {}
-    for family, value in zip(FAMILIES, values):
-        if not isinstance(value, str) or value.strip().lower() not in LAYOUTS:
-            return None, wrong(
-                f"the layout of {family!r} must be 'interleaved' or 'halves', got "
-                f"{value!r}"
-            )
-        layouts[family] = value.strip().lower()
-    return layouts, None
+def _integer(value) -> int | None:
+    """``value`` as an int if it is a whole number (int, integral float, 0-d array),
+    else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        if value.size != 1 or value.dtype.kind not in "iuf":
+            return None
+        value = value.reshape(()).item()
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if (
+        isinstance(value, numbers.Real)
+        and math.isfinite(value)
+        and float(value).is_integer()
+    ):
+        return int(value)
+    return None
 
 
-def check_checkpoint_layouts(answer) -> Feedback:
-    """The rotary layout of the ``transformers`` families gpt_neox, gptj, llama and
-    roformer."""
-    layouts, problem = _as_layouts(answer)
+def _pair(answer, what: str):
+    """``(first, second)`` from a tuple, list or array of two items, or
+    ``(None, Feedback)``."""
+    if isinstance(answer, np.ndarray):
+        answer = answer.tolist()
+    if (
+        isinstance(answer, (str, bytes, dict))
+        or not isinstance(answer, (tuple, list))
+        or len(answer) != 2
+    ):
+        return None, wrong(f"expected a pair {what}, got {type(answer).__name__}")
+    return tuple(answer), None
+
+
+def check_position_parameters(answer) -> Feedback:
+    """Exercise ch17-position-params: (BERT-large's learned table, T5-large's relative
+    biases)."""
+    pair, problem = _pair(answer, "(bert, t5) of two integers")
     if problem is not None:
         return problem
-    off = [f for f in FAMILIES if layouts[f] != _LAYOUT_OF[f]]
-    if not off:
-        return right_folded(
-            "GPT-NeoX and Llama in transformers rotate halves (rotate_half), GPT-J and "
-            "RoFormer rotate neighbours; a checkpoint keeps the layout of the code it "
-            "was trained with."
+    bert, t5 = (_integer(x) for x in pair)
+    if bert is None or t5 is None:
+        return wrong("expected two whole numbers of parameters, (bert, t5)")
+    b, t = BERT_LARGE, T5_LARGE
+    right_bert = b["positions"] * b["width"]
+    right_t5 = t["stacks"] * t["buckets"] * t["heads"]
+    if (bert, t5) == (right_bert, right_t5):
+        return right(
+            f"{right_bert:,} for BERT-large's table against {right_t5:,} for all of "
+            "T5's biases: one table per stack, one number per bucket and head."
         )
-    if len(off) == len(FAMILIES):
+    if (t5, bert) == (right_bert, right_t5):
+        return wrong("Both numbers are right but swapped: give (bert, t5).")
+    if bert != right_bert:
+        if bert == b["positions"] * b["base_width"]:
+            return wrong("That is BERT-base's table: BERT-large is 1024 wide.")
+        if bert == b["positions"] * b["width"] + b["type_vocab"] * b["width"]:
+            return wrong(
+                "Token-type (segment) embeddings are not positions: count the position "
+                "table only."
+            )
         return wrong(
-            "Every layout is the other one. Interleaved pairs neighbouring features "
-            "(2i, 2i + 1); halves pairs feature i with i + d/2."
+            "The BERT number is off: a learned table has one trained vector per "
+            "position."
         )
-    if off == ["llama"]:
+    if t5 == t["buckets"] * t["heads"]:
         return wrong(
-            "Look again at llama: Meta's reference code pairs neighbours, but the "
-            "family's code in transformers is not Meta's; the conversion to "
-            "transformers permuted the rows of W_Q and W_K."
+            "T5 has one bias table per stack: the encoder's and the decoder's."
+        )
+    if t5 in (
+        t["stacks"] * t["layers"] * t["buckets"] * t["heads"],
+        t["layers"] * t["buckets"] * t["heads"],
+    ):
+        return wrong(
+            "Each stack computes its bias once, in its first layer, and shares it with "
+            "the others."
+        )
+    if t5 in (t["stacks"] * t["buckets"] * t["width"], t["buckets"] * t["width"]):
+        return wrong(
+            "T5's bias is one scalar per bucket and head, not a vector of the model's "
+            "width."
         )
     return wrong(
-        f"{len(off)} of the {len(FAMILIES)} layouts are off. Rotate a vector whose "
-        "only nonzero feature is feature 0, at position 1: with interleaved pairs it "
-        "moves into feature 1, with halves into feature d/2."
+        "The T5 number is off: how many buckets, heads and tables does the relative "
+        "bias have?"
     )
 
 
-def _power_of_two_slope(h: int, n: int) -> float:
-    return 2.0 ** (-8.0 * (h + 1) / n)
-
-
-def _slope(h: int, n: int) -> float:
-    """The reference code's slope of head ``h`` (from 0) of ``n`` heads, written apart
-    from alibi_slopes."""
-    p = 2 ** int(math.floor(math.log2(n)))
-    if h < p:
-        return _power_of_two_slope(h, p)
-    # every other slope of 2p heads: 1st, 3rd, ...
-    return _power_of_two_slope(2 * (h - p), 2 * p)
-
-
-def _as_pair(answer):
-    """Return ``(array of 2, None)`` or ``(None, Feedback)``."""
-    if isinstance(answer, (str, bytes, dict)) or not hasattr(answer, "__len__"):
-        return None, wrong(f"expected a pair (m_5, m_19), got {type(answer).__name__}")
-    try:
-        items = list(answer)
-    except TypeError:
-        return None, wrong(f"expected a pair (m_5, m_19), got {type(answer).__name__}")
-    if len(items) != 2:
-        return None, wrong(f"expected a pair (m_5, m_19), got {len(items)} values")
-    values = []
-    for name, item in zip(("m_5", "m_19"), items):
-        value = as_number(item)
-        if isinstance(value, str):
-            return None, wrong(f"{name}: {value}")
-        values.append(value)
-    return np.array(values), None
-
-
-def _close(a, b) -> bool:
-    return bool(np.allclose(a, b, rtol=1e-6, atol=0))
-
-
-def check_alibi_slopes_of_24(answer) -> Feedback:
-    """ALiBi slopes ``(m_5, m_19)`` of heads 5 and 19 (from 0) of a 24-head model."""
-    got, problem = _as_pair(answer)
-    if problem is not None:
-        return problem
-    n = SLOPE_HEADS
-    expected = np.array([_slope(h, n) for h in SLOPE_ASKED])
-    if _close(got, expected):
-        return right_folded(
-            "Head 5 is one of the 16 heads of the nearest lower power of two; head 19 "
-            "is the fourth extra head, with the 7th slope of a 32-head model."
-        )
-    if _close(got, expected[::-1]):
-        return wrong("Both values are right but swapped: give head 5's slope first.")
-    if _close(-got, expected):
+def check_kv_cache_entries(answer) -> Feedback:
+    """Exercise ch17-kv-cache: numbers a Llama-3.1-8B-shaped cache holds for 4096
+    tokens."""
+    value = _integer(answer)
+    if value is None:
+        number = as_number(answer)
         return wrong(
-            "The slopes are positive; the minus sign belongs to the bias, -m (i - j)."
+            number
+            if isinstance(number, str)
+            else "expected a whole number of cached entries"
         )
-    if np.all(got > 0) and _close(1.0 / got, expected):
-        return wrong("These are the reciprocals: every slope lies between 0 and 1.")
-    if _close(got, [_power_of_two_slope(h, n) for h in SLOPE_ASKED]):
-        return wrong(
-            "That is the geometric sequence 2^(-8(h+1)/24), which the reference code "
-            "uses only when the head count is a power of two."
+    c = LLAMA31_8B
+    per_layer_token = c["kv_heads"] * c["head_dim"]
+    expected = 2 * c["layers"] * per_layer_token * c["tokens"]
+    if value == expected:
+        return right(
+            f"{expected:,} numbers: keys and values, for each layer, key-value head "
+            "and token. RoPE, ALiBi or a learned table would not change it."
         )
-    if _close(got, [_slope(h - 1, n) for h in SLOPE_ASKED]):
+    if value == 2 * expected:
         return wrong(
-            "Those are the slopes of heads 4 and 18: heads are counted from 0 here."
+            "That is twice the count: bytes at 2 per entry (bfloat16), or query heads "
+            "where the cache keeps only the key-value heads."
         )
-    if _close(got, [_power_of_two_slope(h - 1, 16) for h in SLOPE_ASKED[:1]]
-              + [_power_of_two_slope(2 * (SLOPE_ASKED[1] - 16) - 1, 32)]):
+    if value == 4 * expected:
         return wrong(
-            "The exponents are one step short: head 0's slope is 2^(-8/n), not 2^0 = 1."
+            "Grouped-query attention caches keys and values for the 8 key-value heads "
+            "only, not for all 32 query heads."
         )
-    if _close(got, [_power_of_two_slope(h, 32) for h in SLOPE_ASKED]):
+    if value * 2 == expected:
         return wrong(
-            "Those are the slopes of a 32-head model. The first 16 heads keep the "
-            "slopes of a 16-head model; only the extra heads borrow from 32."
+            "The cache holds keys and values: two numbers per feature, not one."
         )
-    if _close(got[0], expected[0]):
-        contiguous = _power_of_two_slope(SLOPE_ASKED[1] - 16, 32)
-        other_parity = _power_of_two_slope(2 * (SLOPE_ASKED[1] - 16) + 1, 32)
-        if _close(got[1], contiguous):
-            return wrong(
-                "Head 5 is right. The extra heads take every other slope of 32 heads, "
-                "not the first ones."
-            )
-        if _close(got[1], other_parity):
-            return wrong(
-                "Head 5 is right. The extra heads take the 1st, 3rd, 5th, ... slopes "
-                "of 32 heads."
-            )
+    if value == expected // c["layers"]:
+        return wrong("That is one layer: every layer keeps its own keys and values.")
+    if value == expected // c["tokens"]:
+        return wrong("That is per token: multiply by the 4096 tokens of the sequence.")
+    if value > expected and (value - expected) % c["tokens"] == 0:
         return wrong(
-            "Head 5 is right; head 19 is not one of the first 16. Which slopes do the "
-            "extra heads take?"
-        )
-    if _close(got[1], expected[1]):
-        return wrong(
-            "Head 19 is right; head 5 is one of the first 16 heads. Which power of two "
-            "do they follow?"
+            "Positions add nothing to the cache: RoPE rotates the keys it stores, the "
+            "others store none. Count keys and values only."
         )
     return wrong(
-        "Not the reference slopes. Which power of two lies just below 24, and what do "
-        "the extra heads take?"
+        "Not the count. Multiply: 2 (key, value) x layers x key-value heads x head "
+        "dimension x tokens."
+    )
+
+
+def _alibi_far_share(nearest: int, served: int, heads: int) -> float:
+    """Softmax weight of the last of ``served`` queries, under the flattest ALiBi head's
+    bias and equal content scores, on the keys at distance ``nearest`` or more."""
+    m = float(alibi_slopes(heads).min())
+    # the last query's distance to every key
+    distances = np.arange(served, dtype=np.float64)
+    weights = np.exp(-m * distances)
+    return float(weights[nearest:].sum() / weights.sum())
+
+
+def check_scheme_for_requirement(answer) -> Feedback:
+    """Exercise ch17-requirement: the scheme Table 2 supports, and ALiBi's weight on far
+    tokens."""
+    pair, problem = _pair(answer, "(scheme, share)")
+    if problem is not None:
+        return problem
+    scheme, share = pair
+    if not isinstance(scheme, str):
+        return wrong("The first item is the scheme's name as a string, e.g. 'rope'.")
+    scheme = scheme.strip().lower()
+    if scheme not in TABLE2_8512:
+        return wrong(f"Choose one of {sorted(TABLE2_8512)}.")
+    if scheme != "alibi":
+        short, long = TABLE2_8512[scheme]
+        return wrong(
+            f"Table 2 has {scheme} at perplexity {long} at 8512 tokens against {short} "
+            "at 512: without fine-tuning it does not keep its quality on longer "
+            "inputs."
+        )
+    value = as_number(share)
+    if isinstance(value, str):
+        return wrong(f"The second item is the share, a number: {value}")
+    r = REQUIREMENT
+    expected = _alibi_far_share(r["served"] - r["trained"], r["served"], r["heads"])
+    if math.isclose(value, expected, rel_tol=1e-3):
+        return right(
+            f"ALiBi, and its flattest head puts about one part in {1 / expected:.1e} "
+            "of its attention "
+            "on the first 2048 tokens at equal content scores: it runs, but it does "
+            "not look that far."
+        )
+    if value == 0:
+        return wrong(
+            "0 is what the steepest head gives (or float32 rounding); use the flattest "
+            "head, slope 2^-8."
+        )
+    # 2048 of 8192, no bias
+    if math.isclose(value, r["trained"] / r["served"], rel_tol=1e-3):
+        return wrong(
+            "That is the share without any bias; ALiBi subtracts m times the distance."
+        )
+    if math.isclose(value, 1 - expected, rel_tol=1e-3):
+        return wrong(
+            "That is the share of the most recent 6144 tokens; the question asks about "
+            "the first 2048."
+        )
+    far = r["served"] - r["trained"]  # distance of the nearest of the first 2048 tokens
+    for m in alibi_slopes(r["heads"])[:-1]:  # every head but the flattest
+        weights = np.exp(-m * np.arange(r["served"], dtype=np.float64))
+        if value > 0 and math.isclose(
+            value, weights[far:].sum() / weights.sum(), rel_tol=1e-3
+        ):
+            return wrong(
+                f"That is the head with slope {m:g}; the flattest head, slope 2^-8, "
+                "looks farthest."
+            )
+    return wrong(
+        "Not the share. The last query sits at position 8191; the first 2048 tokens "
+        "are 6144 to 8191 tokens away. Sum their softmax weights under the flattest "
+        "head's bias."
     )

@@ -96,16 +96,16 @@ from companion.exercises import (
     check_widened_concat_parameters,
     check_yarn_classes,
 )
-from companion.exercises.ch17 import check_alibi_slopes_of_24, check_checkpoint_layouts
-from companion.exercises.ch16 import (
+from companion.exercises.ch18 import check_alibi_slopes_of_24, check_checkpoint_layouts
+from companion.exercises.ch17 import (
     check_kv_cache_entries, check_position_parameters, check_scheme_for_requirement,
 )
-from companion.exercises.ch14 import (
+from companion.exercises.ch15 import (
     check_left_padded_position_ids,
     check_packed_causal_mask,
     check_schemes_without_position_ids,
 )
-from companion.exercises.ch15 import check_fixes, check_std_ratio, check_suspect_offset
+from companion.exercises.ch16 import check_fixes, check_std_ratio, check_suspect_offset
 from companion.exercises._feedback import Feedback
 
 __all__ = ["CHAPTERS", "EXERCISES", "Exercise", "FunctionAnswer", "chapter_exercises",
@@ -124,13 +124,13 @@ CHAPTERS = {
     "08": "08_stretching_rope",
     "09": "09_alibi",
     "10": "10_porting",
-    "11": "11_train_short_test_long",
-    "12": "12_add_or_concat",
-    "13": "13_stretching_trained_rope",
-    "14": "14_batches_and_padding",
-    "15": "15_debugging_positions",
-    "16": "16_how_to_choose",
-    "17": "17_cheat_sheet",
+    "12": "12_train_short_test_long",
+    "13": "13_add_or_concat",
+    "14": "14_stretching_trained_rope",
+    "15": "15_batches_and_padding",
+    "16": "16_debugging_positions",
+    "17": "17_how_to_choose",
+    "18": "18_cheat_sheet",
 }
 
 
@@ -465,39 +465,39 @@ _value(
 )
 _value("ch10-fairseq-mapping", "answer", check_fairseq_mapping)
 
-_value("ch11-floor-16", "answer", check_chunk_floor_16)
-_value("ch11-table2-flat", "answer", check_table2_flat_methods)
-_value("ch11-early-tokens", "answer", check_early_token_counts)
-_value("ch11-order-one", ("rerun", "control", "answer"), check_order_one_rerun)
+_value("ch12-floor-16", "answer", check_chunk_floor_16)
+_value("ch12-table2-flat", "answer", check_table2_flat_methods)
+_value("ch12-early-tokens", "answer", check_early_token_counts)
+_value("ch12-order-one", ("rerun", "control", "answer"), check_order_one_rerun)
 
-_value("ch12-widened-params", "answer", check_widened_concat_parameters)
-_value("ch12-real-or-not", "answer", check_seed_spread_verdicts)
-_value("ch12-position-dim", ("rows_8", "rows_24", "answer"), check_position_dim_rerun)
+_value("ch13-widened-params", "answer", check_widened_concat_parameters)
+_value("ch13-real-or-not", "answer", check_seed_spread_verdicts)
+_value("ch13-position-dim", ("rows_8", "rows_24", "answer"), check_position_dim_rerun)
 
-_value("ch13-yarn-gamma", "answer", check_tiny_yarn_gamma)
-_value("ch13-ntk-base", "answer", check_ntk_base_head16)
-_value("ch13-best-at-4x", "answer", check_best_zero_shot_at_4x)
-_value("ch13-small-base", ("result", "answer"), check_small_base_rerun)
+_value("ch14-yarn-gamma", "answer", check_tiny_yarn_gamma)
+_value("ch14-ntk-base", "answer", check_ntk_base_head16)
+_value("ch14-best-at-4x", "answer", check_best_zero_shot_at_4x)
+_value("ch14-small-base", ("result", "answer"), check_small_base_rerun)
 
-_value("ch14-left-position-ids", "answer", check_left_padded_position_ids)
-_value("ch14-packed-mask", "answer", check_packed_causal_mask)
-_value("ch14-which-schemes", "answer", check_schemes_without_position_ids)
+_value("ch15-left-position-ids", "answer", check_left_padded_position_ids)
+_value("ch15-packed-mask", "answer", check_packed_causal_mask)
+_value("ch15-which-schemes", "answer", check_schemes_without_position_ids)
 
 _value(
-    "ch15-suspect-offset",
+    "ch16-suspect-offset",
     "answer",
     check_suspect_offset,
     givens=("suspect_add_positions",),
 )
-_value("ch15-std-ratio", "answer", check_std_ratio)
-_value("ch15-choose-fix", "answer", check_fixes)
+_value("ch16-std-ratio", "answer", check_std_ratio)
+_value("ch16-choose-fix", "answer", check_fixes)
 
-_value("ch16-position-params", "answer", check_position_parameters)
-_value("ch16-kv-cache", "answer", check_kv_cache_entries)
-_value("ch16-requirement", "answer", check_scheme_for_requirement)
+_value("ch17-position-params", "answer", check_position_parameters)
+_value("ch17-kv-cache", "answer", check_kv_cache_entries)
+_value("ch17-requirement", "answer", check_scheme_for_requirement)
 
-_value("ch17-checkpoint-layouts", "answer", check_checkpoint_layouts)
-_value("ch17-alibi-24", "answer", check_alibi_slopes_of_24)
+_value("ch18-checkpoint-layouts", "answer", check_checkpoint_layouts)
+_value("ch18-alibi-24", "answer", check_alibi_slopes_of_24)
 
 
 # ---- grading, in the grader's own process --------------------------------------------
