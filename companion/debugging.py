@@ -352,6 +352,8 @@ def with_rope_layout(
     heads, dim = model.config.num_heads, model.config.dim
     for block in ported.blocks:
         old = block.attn.qk_transform
+        if old is None:  # a NoPE layer (config.nope_layers)
+            continue
         if permute_weights and old.layout != layout:
             qkv = block.attn.qkv  # rows: W_Q (dim), W_K (dim), W_V (dim)
             with torch.no_grad():

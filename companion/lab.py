@@ -44,9 +44,9 @@ SOURCE = {"vocab_size": 8, "order": 2, "seed": 0}
 # chapters' asserts on the seed list then fail on purpose; every other assert is a
 # claim).
 SEEDS = tuple(int(s) for s in os.environ.get("LAB_SEEDS", "0,1,2,3,4").split(","))
-# The model of chapters 11 and 12: 2 layers of width 32 with 4 heads (so ALiBi has the
+# The model of chapters 12 and 13: 2 layers of width 32 with 4 heads (so ALiBi has the
 # same four slopes as at ModelConfig's default width 64), small enough to train 5 seeds
-# of every scheme within the chapters' time budgets on two cores. Chapter 13 (RoPE only)
+# of every scheme within the chapters' time budgets on two cores. Chapter 14 (RoPE only)
 # uses 2 heads of 16 features, so that each head has 8 rotary pairs: ROPE_MODEL.
 MODEL = {"dim": 32, "num_heads": 4}
 ROPE_MODEL = {"dim": 32, "num_heads": 2}
@@ -596,6 +596,8 @@ def with_rope_speeds(
     stretched = with_rope_scaling(model, None, attention_scale=attention_scale)
     for block in stretched.blocks:
         rotary = block.attn.qk_transform
+        if rotary is None:  # a NoPE layer (config.nope_layers)
+            continue
         rotary._theta64 = rotary._theta64 * ratios
         rotary.theta = torch.from_numpy(rotary._theta64.copy()).to(rotary.theta.device)
         rotary._build_cache(rotary.cached_len)

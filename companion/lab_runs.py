@@ -2,7 +2,7 @@
 its record.
 
 Training the lab's models to convergence takes longer than a chapter may (about 40 s of
-one core per model, 407 models), so the chapters read what these runs recorded in
+one core per model, 452 models), so the chapters read what these runs recorded in
 ``book/data/lab_runs/`` (one JSON file per source, configuration and training length,
 every seed in it) and load the weights of seed 0 where they look inside a model. One
 command retrains everything, deterministically (each run on one thread, seeded, its
@@ -28,7 +28,9 @@ nats per predicted token:
 - ``"attention"``: per layer and head, where the queries look
   (:func:`attention_shares`);
 - ``"history"``: the training loss, averaged over windows of 20 steps;
-- for the configurations in ``EVERY_SEED_WEIGHTS`` (RoPE, chapter 13), the model
+- for the configurations in ``WINDOWED`` at ``L = 32``: ``"windowed"``, the excess at
+  ``L .. 8L`` with the RoPE layers limited to the last ``L`` keys;
+- for the configurations in ``EVERY_SEED_WEIGHTS`` (RoPE, chapter 14), the model
   stretched to longer inputs zero-shot and fine-tuned (:func:`stretch_record`).
 
 Those configurations keep every seed's weights; the others keep seed 0's (of the first
@@ -38,6 +40,7 @@ instance of each source).
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import fnmatch
 import json
@@ -95,6 +98,7 @@ SLOWER = {
     **{(source, scheme): 3 for source in ("repeat", "repeat-b") for scheme in SCHEMES},
     **{(source, "t5"): 4 for source in ("repeat", "repeat-b")},
     **{(source, "alibi"): 10 for source in ("repeat", "repeat-b")},
+    **{(source, "rope-nope"): 3 for source in ("repeat", "repeat-b")},
 }
 
 
@@ -116,7 +120,7 @@ CONFIGS = {
         "learned_init_std": MODEL["dim"] ** -0.5,
     },
     "rope-2x16": {"position": "rope", "num_heads": 2},
-    # Chapter 12's: positions concatenated (16 token features, 16 position features,
+    # Chapter 13's: positions concatenated (16 token features, 16 position features,
     # same width), sinusoidal positions added without the sqrt(d) scale on the tokens,
     # and the learned table drawn 50 times larger (std 1.0 beside tokens of RMS 1).
     "sinusoidal-concat": {
@@ -127,11 +131,19 @@ CONFIGS = {
     "learned-concat": {"position": "learned", "combine": "concat", "position_dim": 16},
     "sinusoidal-noscale": {"position": "sinusoidal", "scale_embedding": False},
     "learned-x50": {"position": "learned", "learned_init_std": 1.0},
+    # Chapter 11's: RoPE in layer 0 and no positions in layer 1, as Llama 4 and SmolLM3
+    # leave the last layer of every group of four without RoPE.
+    "rope-nope": {"position": "rope", "nope_layers": (1,)},
 }
 # Configurations whose weights are kept for every seed, not only seed 0, and whose
-# record also holds each seed's model stretched to longer inputs (chapter 13:
+# record also holds each seed's model stretched to longer inputs (chapter 14:
 # :func:`stretch_record`).
 EVERY_SEED_WEIGHTS = ("rope-2x16",)
+# Configurations whose record also holds the excess of the trained model run with its
+# RoPE layers limited to the last L keys (ModelConfig.rope_window = L; chapter 11), for
+# runs at L = 32 and the configuration's budget. Training at L is the same with or
+# without that window: no offset of a training chunk reaches L.
+WINDOWED = ("rope-nope",)
 STRETCH_FACTORS = (2, 4, 8)
 # Fine-tuning a stretched model: steps of batch_size sequences of factor * L tokens, at
 # a constant rate after one warm-up step: the rate training ended at (train_config's
@@ -173,12 +185,17 @@ GROUPS = (
     Group("retrieval", ("repeat",), WITH_POSITIONS, tuple(range(10))),
     Group("retrieval-b", ("repeat-b",), WITH_POSITIONS, tuple(range(5))),
     Group("retrieval-none", ("repeat",), ("none",), tuple(range(5))),
+    # Chapter 11: NoPE in one of two layers, against RoPE in both ("main" and "second").
+    Group("nope", ("hidden", "markov", "repeat"), ("rope-nope",), tuple(range(10))),
+    Group(
+        "nope-b", ("hidden-b", "markov-b", "repeat-b"), ("rope-nope",), tuple(range(5))
+    ),
     # Seed 0 of the main comparison at twice the budget: do the verdicts survive more
     # training?
     Group("longer", ("hidden", "markov"), SCHEMES, (0,), steps=2 * STEPS),
 )
 # Runs recorded although they do not meet the convergence criterion, with the reason,
-# keyed by (source, config) for every seed or (source, config, seed) for one. Chapter 11
+# keyed by (source, config) for every seed or (source, config, seed) for one. Chapter 12
 # names them and claims nothing about a converged state for them.
 UNCONVERGED = {
     (
@@ -194,6 +211,13 @@ UNCONVERGED = {
     ): "at 16000 steps its excess at L fell by 0.012 nats over the last "
     "fifth, 0.002 more than the criterion allows; the other 14 ALiBi "
     "runs on this source meet it",
+    (
+        "repeat",
+        "rope-nope",
+        4,
+    ): "at 4800 steps its excess at L fell by 0.012 nats over the last "
+    "fifth, 0.002 more than the criterion allows; the other 14 runs of "
+    "this configuration on this source meet it",
 }
 
 
@@ -314,7 +338,7 @@ def sliding_excess(
 
 
 def stretch_methods(factor: int, train_len: int, head_dim: int) -> dict:
-    """How chapter 13 runs a RoPE model at ``factor`` times ``train_len``: name ->
+    """How chapter 14 runs a RoPE model at ``factor`` times ``train_len``: name ->
     speeds, scale.
 
     Each entry is ``(ratios, attention_scale)``: pair ``i`` turns ``ratios[i]`` times as
@@ -343,7 +367,7 @@ def stretch_methods(factor: int, train_len: int, head_dim: int) -> dict:
 def stretch_record(
     model: TinyDecoder, src, train_len: int, seed: int, device=None
 ) -> dict:
-    """Chapter 13's measurements of one trained RoPE model (excess in nats per token).
+    """Chapter 14's measurements of one trained RoPE model (excess in nats per token).
 
     - ``"stretched"``:
       ``{method: [[excess at L, excess at s * L] for s in STRETCH_FACTORS]}``,
@@ -481,6 +505,13 @@ def train_run(run: Run, steps: int | None = None, device=None) -> tuple[dict, di
         record["strided"] = _round(
             [sliding_excess(model, src, m * L, L // 2, 4096) for m in (1, 2, 6)]
         )
+    if run.config in WINDOWED and L == 32 and steps == budget(run.source, run.config):
+        windowed = copy.deepcopy(model)  # same weights; no random draw
+        windowed.config = dataclasses.replace(model.config, rope_window=L)
+        values = evaluate(
+            windowed, src, lens, num_tokens=EVAL_TOKENS, seed=EVAL_SEED, excess=True
+        )
+        record["windowed"] = _round([values[n] for n in lens])
     return record, {k: v.cpu() for k, v in model.state_dict().items()}
 
 
@@ -574,7 +605,15 @@ def load(
         )
     entries = [data["seeds"][str(s)] for s in seeds]
     out = {"seeds": seeds, "steps": data["steps"], "train_len": data["train_len"]}
-    for name in ("loss", "excess", "by_position", "history", "converged", "strided"):
+    for name in (
+        "loss",
+        "excess",
+        "by_position",
+        "history",
+        "converged",
+        "strided",
+        "windowed",
+    ):
         if name in entries[0]:
             out[name] = np.array([e[name] for e in entries])
     out["curve_step"] = np.array(entries[0]["curve"]["step"])
@@ -631,7 +670,7 @@ def trained_model(source_name: str, config: str, train_len: int = 32, *, seed: i
 # What make lab-check compares, and how closely: another CPU adds in another order, and
 # training amplifies that; on the CPU kind that wrote the record, runs reproduce it
 # exactly.
-CHECKED = {"loss": 0.03, "excess": 0.03, "strided": 0.03}
+CHECKED = {"loss": 0.03, "excess": 0.03, "strided": 0.03, "windowed": 0.03}
 
 
 def compare(recorded: dict, record: dict, tolerance: dict = CHECKED) -> list[str]:

@@ -72,6 +72,13 @@ class ModelConfig:
     # Add an absolute table's rows again before every block, not only to the input (the
     # variant the source articles say "did not help"); "add" only.
     positions_every_layer: bool = False
+    # With position="rope": the indices of layers that get no positions at all (NoPE),
+    # as Llama 4 and SmolLM3 leave every fourth layer; the other layers rotate.
+    nope_layers: tuple[int, ...] = ()
+    # With position="rope": the RoPE layers see only the last rope_window keys (offsets
+    # 0 .. rope_window - 1), as Llama 4 chunks its RoPE layers; NoPE layers see all.
+    # None: every layer sees every earlier key.
+    rope_window: int | None = None
 
     def __post_init__(self):
         _checks.positive_int("vocab_size", self.vocab_size)
@@ -117,6 +124,28 @@ class ModelConfig:
                 f"block: it needs position in {ABSOLUTE} and combine='add', got "
                 f"{self.position!r} and {self.combine!r}"
             )
+        layers = self.nope_layers
+        if not isinstance(layers, tuple) or not all(
+            type(i) is int and 0 <= i < self.num_layers for i in layers
+        ):
+            raise ValueError(
+                "nope_layers must be a tuple of layer indices in [0, num_layers="
+                f"{self.num_layers}), e.g. (1,); got {layers!r}"
+            )
+        if len(set(layers)) != len(layers):
+            raise ValueError(f"nope_layers names a layer twice: {layers!r}")
+        if layers and self.position != "rope":
+            raise ValueError(
+                "nope_layers removes RoPE from some layers: it needs position='rope', "
+                f"got {self.position!r}"
+            )
+        if self.rope_window is not None:
+            _checks.positive_int("rope_window", self.rope_window)
+            if self.position != "rope":
+                raise ValueError(
+                    "rope_window limits what the RoPE layers see: it needs "
+                    f"position='rope', got {self.position!r}"
+                )
         if self.position == "sinusoidal" and self.combine == "add":
             _checks.even_int("dim (sinusoidal tables come in sin/cos pairs)", self.dim)
 
@@ -207,8 +236,8 @@ class TinyDecoder(nn.Module):
                 persistent=False,
             )
         self.blocks = nn.ModuleList(
-            Block(config, qk_transform=self._rotary(config))
-            for _ in range(config.num_layers)
+            Block(config, qk_transform=self._rotary(config, layer=i))
+            for i in range(config.num_layers)
         )
         self.norm = nn.LayerNorm(config.dim)
         self.head = nn.Linear(config.dim, config.vocab_size)
@@ -225,8 +254,10 @@ class TinyDecoder(nn.Module):
         )
 
     @staticmethod
-    def _rotary(config: ModelConfig, **kwargs) -> RotaryEmbedding | None:
-        if config.position != "rope":
+    def _rotary(
+        config: ModelConfig, layer: int = 0, **kwargs
+    ) -> RotaryEmbedding | None:
+        if config.position != "rope" or layer in config.nope_layers:
             return None
         return RotaryEmbedding(
             config.dim // config.num_heads, base=config.rope_base, **kwargs
@@ -243,17 +274,19 @@ class TinyDecoder(nn.Module):
         weights are kept.
 
         Keys already in a :class:`KVCache` stay rotated the old way: start a new cache.
+        Layers in ``config.nope_layers`` stay without positions (and unscaled).
         """
         if self.config.position != "rope":
             raise ValueError(
                 "set_rope_scaling needs a rope model, this one uses "
                 f"{self.config.position!r}"
             )
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
             rotary = self._rotary(
-                self.config, scaling=scaling, attention_scale=attention_scale
+                self.config, i, scaling=scaling, attention_scale=attention_scale
             )
-            block.attn.qk_transform = rotary.to(self.device)
+            if rotary is not None:
+                block.attn.qk_transform = rotary.to(self.device)
 
     def new_cache(self) -> list[KVCache]:
         """An empty cache for decoding: one :class:`KVCache` per layer."""
@@ -302,6 +335,24 @@ class TinyDecoder(nn.Module):
         else:
             bias = self.relative(q_len, k_len)
         return bias + causal_mask(q_len, k_len, device=self.device)
+
+    def _windowed(self, layer: int) -> bool:
+        """Whether ``layer`` sees only the last ``config.rope_window`` keys."""
+        return (
+            self.config.rope_window is not None
+            and layer not in self.config.nope_layers
+        )
+
+    def _window_bias(self, q_len: int, k_len: int) -> torch.Tensor | None:
+        """The ``(q, k)`` mask of a RoPE layer with ``config.rope_window``: ``-inf`` on
+        later keys and on keys ``rope_window`` or more tokens back; None without a
+        window."""
+        if self.config.rope_window is None:
+            return None
+        queries, keys = aligned_positions(q_len, k_len, device=self.device)
+        far = queries[:, None] - keys[None, :] >= self.config.rope_window
+        mask = causal_mask(q_len, k_len, device=self.device)
+        return mask.masked_fill(far, float("-inf"))
 
     def _batch_bias(
         self,
@@ -455,12 +506,13 @@ class TinyDecoder(nn.Module):
             if cache is None
             else torch.arange(start, start + s, device=tokens.device)
         )
+        window = self._window_bias(s, start + s)
         for i, block in enumerate(self.blocks):
             if i and self.config.positions_every_layer:
                 x = self._add_positions(x, start)
             x = block(
                 x,
-                bias=bias,
+                bias=window if window is not None and self._windowed(i) else bias,
                 positions=positions,
                 cache=None if cache is None else cache[i],
             )
@@ -490,12 +542,16 @@ class TinyDecoder(nn.Module):
         )
         # (b, h or 1, s, k)
         bias = self._batch_bias(position_ids, keys, allowed, x.dtype)
+        window = None
+        if self.config.rope_window is not None:
+            near = keys[:, None, :] > position_ids[:, :, None] - self.config.rope_window
+            window = self._batch_bias(position_ids, keys, allowed & near, x.dtype)
         for i, block in enumerate(self.blocks):
             if i and self.config.positions_every_layer:
                 x = x + rows
             x = block(
                 x,
-                bias=bias,
+                bias=window if window is not None and self._windowed(i) else bias,
                 positions=position_ids,
                 cache=None if cache is None else cache[i],
             )

@@ -20,7 +20,7 @@ def tiny():
 
 def test_every_group_names_known_sources_and_configs_and_runs_are_unique():
     every = lab_runs.runs()
-    assert len({(r.key, r.seed) for r in every}) == len(every) == 407
+    assert len({(r.key, r.seed) for r in every}) == len(every) == 452
     for group in GROUPS:
         assert set(group.sources) <= set(SOURCES) and set(group.configs) <= set(CONFIGS)
     # seeds 0-4 of the first instances come first, then their seeds 5-9, then the second instances
@@ -170,5 +170,6 @@ def test_unconverged_runs_are_named_with_a_reason_and_are_recorded():
     for key, reason in lab_runs.UNCONVERGED.items():
         assert (key in every if len(key) == 2 else key in seeds) and len(reason) > 20, key
     exempt = [r for r in lab_runs.runs() if lab_runs.unconverged(r)]
-    assert {(r.source, r.config) for r in exempt} == {("repeat", "none"), ("repeat", "alibi")}
-    assert len(exempt) == 6  # the five runs without positions, and one ALiBi seed
+    assert {(r.source, r.config) for r in exempt} == {
+        ("repeat", "none"), ("repeat", "alibi"), ("repeat", "rope-nope")}
+    assert len(exempt) == 7  # the five runs without positions, one ALiBi, one RoPE + NoPE

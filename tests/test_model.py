@@ -128,6 +128,59 @@ def test_t5_bias_is_one_module_and_rope_can_be_rescaled():
         t5.set_rope_scaling(None)
 
 
+def test_nope_layers_have_no_positions_and_stay_so_when_rescaled():
+    torch.manual_seed(0)
+    config = ModelConfig(vocab_size=5, dim=32, num_layers=3, nope_layers=(1,))
+    model = TinyDecoder(config).eval()
+    assert [b.attn.qk_transform is None for b in model.blocks] == [False, True, False]
+    torch.manual_seed(0)
+    plain = TinyDecoder(dataclasses.replace(config, nope_layers=())).eval()
+    # same weights (RoPE has no parameters, so the draws are the same), other outputs
+    for a, b in zip(model.state_dict().values(), plain.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    tokens = torch.randint(0, 5, (2, 12))
+    assert not torch.allclose(model(tokens), plain(tokens))
+    # positions reach a NoPE layer and change nothing in it
+    x = torch.randn(1, 6, 32)
+    attn = model.blocks[1].attn
+    torch.testing.assert_close(attn(x, causal=True, positions=torch.arange(6)),
+                               attn(x, causal=True, positions=torch.arange(6) + 9))
+    model.set_rope_scaling({"type": "linear", "factor": 2.0})
+    assert model.blocks[1].attn.qk_transform is None and model.blocks[0].attn.qk_transform
+    cache = model.new_cache()
+    with torch.no_grad():
+        pieces = [model(tokens[:, :5], cache=cache), model(tokens[:, 5:], cache=cache)]
+        torch.testing.assert_close(torch.cat(pieces, 1), model(tokens), rtol=0, atol=1e-5)
+
+
+def test_a_rope_window_limits_the_rope_layers_only():
+    torch.manual_seed(0)
+    one = ModelConfig(vocab_size=5, dim=32, num_layers=1)
+    full = TinyDecoder(one).eval()
+    windowed = TinyDecoder(dataclasses.replace(one, rope_window=5)).eval()
+    windowed.load_state_dict(full.state_dict())
+    tokens = torch.randint(0, 5, (2, 16))
+    with torch.no_grad():
+        out = windowed(tokens)
+        # RoPE sees offsets only: the windowed model at t is the full one on t-4 .. t
+        for t in (4, 9, 15):
+            torch.testing.assert_close(out[:, t], full(tokens[:, t - 4 : t + 1])[:, -1])
+        torch.testing.assert_close(out[:, :5], full(tokens)[:, :5], rtol=0, atol=0)
+        padded = windowed(tokens, attention_mask=torch.ones(2, 16, dtype=torch.long))
+        torch.testing.assert_close(padded, out)
+        cache = windowed.new_cache()
+        steps = [windowed(tokens[:, :7], cache=cache)]
+        steps += [windowed(tokens[:, i : i + 1], cache=cache) for i in range(7, 16)]
+        torch.testing.assert_close(torch.cat(steps, 1), out, rtol=0, atol=1e-5)
+    hybrid = ModelConfig(vocab_size=5, dim=32, num_layers=2, nope_layers=(1,))
+    a = TinyDecoder(hybrid).eval()
+    b = TinyDecoder(dataclasses.replace(hybrid, rope_window=5)).eval()
+    b.load_state_dict(a.state_dict())
+    assert [b._windowed(i) for i in range(2)] == [True, False]
+    with torch.no_grad():
+        assert not torch.allclose(a(tokens), b(tokens))
+
+
 @pytest.mark.parametrize(
     "kwargs, error, words",
     [
@@ -146,6 +199,13 @@ def test_t5_bias_is_one_module_and_rope_can_be_rescaled():
         ({"positions_every_layer": True, "position": "learned", "combine": "concat"}, ValueError,
          "combine='add'"),
         ({"positions_every_layer": 1, "position": "learned"}, TypeError, "True or False"),
+        ({"nope_layers": (1,), "position": "alibi"}, ValueError, "needs position='rope'"),
+        ({"nope_layers": (2,), "num_layers": 2}, ValueError, r"in \[0, num_layers=2\)"),
+        ({"nope_layers": [1]}, ValueError, "must be a tuple"),
+        ({"nope_layers": (True,)}, ValueError, "must be a tuple of layer indices"),
+        ({"nope_layers": (1, 1)}, ValueError, "names a layer twice"),
+        ({"rope_window": 8, "position": "t5"}, ValueError, "needs position='rope'"),
+        ({"rope_window": 0}, ValueError, "rope_window"),
     ],
 )
 def test_bad_configs(kwargs, error, words):
