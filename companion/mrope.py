@@ -4,8 +4,10 @@ Every token carries three positions ``(t, h, w)``: time, row and column. A text 
 has the same number on all three, so on text alone M-RoPE is RoPE. An image of
 ``H x W`` patches (the vision encoder merges ``m x m`` of them into one token) gets,
 from the next free position ``p``: ``t = p`` for all its tokens, ``h = p + row`` and
-``w = p + column``. The text after it continues at ``p + max(H, W) / m``, as
-``transformers`` computes it (a video of more frames than that overlaps the text).
+``w = p + column``. The text after it continues one past the largest position so far,
+``p + max(H, W) / m`` for an image, as Qwen's released code computes it. For a video
+whose time positions pass that, ``transformers`` 5.3 to 5.24 still continues at
+``p + max(H, W) / m``, earlier in time than the last frames: ``text_after="grid"``.
 
 The rotary pairs are split among the axes by ``mrope_section = (a_t, a_h, a_w)``, which
 sums to ``d/2``: pair ``i`` turns with the position of its axis.
@@ -48,7 +50,8 @@ def mrope_position_ids(
     segments: Sequence[int | tuple[int, int, int]],
     *,
     spatial_merge_size: int = 1,
-    time_interval: int = 1,
+    time_interval: float = 1,
+    text_after: str = "max",
 ) -> torch.Tensor:
     """Positions ``(t, h, w)`` of a sequence of text runs and image grids.
 
@@ -58,15 +61,26 @@ def mrope_position_ids(
             video.
         spatial_merge_size: ``m``, the vision encoder merges ``m x m`` patches into one
             token (2 in Qwen2-VL); rows and columns must be multiples of it.
-        time_interval: the step between frames on the time axis (1 in Qwen2-VL;
-            Qwen2.5-VL spaces frames by their time in seconds).
+        time_interval: the step between frames on the time axis: 1 in Qwen2-VL;
+            Qwen2.5-VL's ``tokens_per_second * second_per_grid_t`` (frame ``f`` gets
+            ``floor(f * time_interval)``, in float32 as ``transformers`` computes it).
+        text_after: where what follows a grid starts. ``"max"``: one past the largest
+            position so far, time included, as Qwen's released code computes it (and
+            ``transformers`` up to 5.2, and vLLM); ``"grid"``: the grid's start plus
+            ``max(rows, columns) / m``, as ``transformers`` 5.3 to 5.24 computes it, so
+            that the text after a long video sits earlier in time than its last frames.
+            The two agree for images and for videos whose time positions stay below
+            ``max(rows, columns) / m``.
 
     Returns:
         int64 ``(3, s)``: rows ``t``, ``h``, ``w``; ``s`` counts text tokens plus
         ``frames * rows * columns / m**2`` tokens per grid.
     """
     m = _checks.positive_int("spatial_merge_size", spatial_merge_size)
-    step = _checks.positive_int("time_interval", time_interval)
+    text_after = _checks.choice("text_after", text_after, ("max", "grid"))
+    step = _checks.real("time_interval", time_interval)
+    if not step > 0:
+        raise ValueError(f"time_interval must be positive, got {time_interval!r}")
     if isinstance(segments, (str, bytes)) or not isinstance(segments, Sequence):
         raise TypeError(
             f"segments must be a list of ints and (t, h, w) grids, got {segments!r}"
@@ -87,13 +101,17 @@ def mrope_position_ids(
                 f"spatial_merge_size={m}"
             )
         t, h, w = torch.meshgrid(
-            torch.arange(frames) * step,
+            # floor(frame * interval), in float32 as transformers computes it
+            (torch.arange(frames) * step).long(),
             torch.arange(rows // m),
             torch.arange(cols // m),
             indexing="ij",
         )
         pieces.append(torch.stack([t, h, w]).reshape(3, -1) + start)
-        start += max(rows, cols) // m
+        if text_after == "max":
+            start = int(pieces[-1].max()) + 1
+        else:
+            start += max(rows, cols) // m
     return torch.cat(pieces, dim=1)
 
 

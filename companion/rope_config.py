@@ -42,9 +42,20 @@ ROPE_TYPES = (
 )
 
 _COMMON = {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
+#: Keys some configurations write into the dict that no rope type's speeds read (their
+#: classes list them in ``ignore_keys_at_rope_validation``): Ministral 3's and Mistral
+#: 4's query temperature ``llama_4_scaling_beta`` and their copy of
+#: ``max_position_embeddings``, and M-RoPE's sections. Accepted with every rope type,
+#: and ignored, as ``transformers`` ignores them; any other unknown key is refused.
+NOT_ROPE = {
+    "llama_4_scaling_beta",
+    "max_position_embeddings",
+    "mrope_section",
+    "mrope_interleaved",
+}
 #: The keys each rope type reads (the library's required and optional keys for it).
 KEYS = {
-    "default": _COMMON | {"mrope_section", "mrope_interleaved"},
+    "default": _COMMON,
     "linear": _COMMON | {"factor"},
     "dynamic": _COMMON | {"factor"},
     "yarn": _COMMON
@@ -100,7 +111,7 @@ def _rope_type(params: Any) -> str:
             f"{params['type']!r}; keep one"
         )
     kind = _checks.choice("rope_parameters['rope_type']", kind, ROPE_TYPES)
-    unknown = set(params) - KEYS[kind]
+    unknown = set(params) - KEYS[kind] - NOT_ROPE
     if unknown:
         raise ValueError(
             f"rope_type {kind!r} does not read {sorted(unknown)}; it reads "

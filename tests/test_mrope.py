@@ -57,7 +57,7 @@ def library_position_ids(segments, merge=2):
 )
 def test_position_ids_match_qwen2_vl(segments):
     assert torch.equal(
-        mrope_position_ids(segments, spatial_merge_size=2),
+        mrope_position_ids(segments, spatial_merge_size=2, text_after="grid"),
         library_position_ids(segments),
     )
 
@@ -160,3 +160,75 @@ def test_pair_axes():
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+@pytest.mark.parametrize("per_second, seconds", [(2, 0.7), (25, 1.0), (3, 0.5)])
+def test_a_video_with_a_fractional_interval_matches_qwen2_5_vl(per_second, seconds):
+    from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import Qwen2_5_VLModel
+
+    vision = types.SimpleNamespace(spatial_merge_size=2, tokens_per_second=per_second)
+    model = types.SimpleNamespace(
+        config=types.SimpleNamespace(
+            vision_config=vision, image_token_id=1, video_token_id=2
+        )
+    )
+    model.get_vision_position_ids = lambda *a, **k: (
+        Qwen2_5_VLModel.get_vision_position_ids(model, *a, **k)
+    )
+    kinds = torch.tensor([[0] * 2 + [2] * 20 + [0] * 3])  # text, a 5 x 4 x 4 video, text
+    theirs, _ = Qwen2_5_VLModel.get_rope_index(
+        model,
+        torch.zeros_like(kinds),
+        kinds,
+        video_grid_thw=torch.tensor([[5, 4, 4]]),
+        second_per_grid_ts=torch.tensor([seconds]),
+    )
+    ours = mrope_position_ids(
+        [2, (5, 4, 4), 3],
+        spatial_merge_size=2,
+        time_interval=per_second * seconds,
+        text_after="grid",
+    )
+    assert torch.equal(ours, theirs[:, 0])
+
+
+def test_a_bad_time_interval_is_refused():
+    with pytest.raises(ValueError, match="time_interval must be positive"):
+        mrope_position_ids([2, (2, 2, 2)], time_interval=0)
+    with pytest.raises(TypeError, match="time_interval must be a real number"):
+        mrope_position_ids([2, (2, 2, 2)], time_interval="1")
+
+
+def qwen_released_position_ids(segments, merge=2, interval=1.0):
+    """The rule of Qwen's released get_rope_index (transformers 4.x, up to 5.2): each
+    text run starts one past the largest position before it, time included."""
+    pieces = []
+    for item in segments:
+        start = int(pieces[-1].max()) + 1 if pieces else 0
+        if isinstance(item, int):
+            pieces.append(torch.arange(item).expand(3, -1) + start)
+            continue
+        t, h, w = item[0], item[1] // merge, item[2] // merge
+        t_index = (torch.arange(t).view(-1, 1).expand(-1, h * w) * interval).long()
+        h_index = torch.arange(h).view(1, -1, 1).expand(t, -1, w).flatten()
+        w_index = torch.arange(w).view(1, 1, -1).expand(t, h, -1).flatten()
+        pieces.append(torch.stack([t_index.flatten(), h_index, w_index]) + start)
+    return torch.cat(pieces, dim=1)
+
+
+@pytest.mark.parametrize(
+    "segments, interval",
+    [([2, (3, 4, 4), 2], 1.0), ([2, (5, 4, 4), 3], 1.4), ([1, (1, 4, 6), 2], 1.0),
+     ([3, (1, 2, 2), (6, 2, 4), 2], 2.0)],
+)
+def test_text_after_max_is_the_released_rule_and_grid_differs_only_for_long_videos(
+    segments, interval
+):
+    ours = mrope_position_ids(segments, spatial_merge_size=2, time_interval=interval)
+    assert torch.equal(ours, qwen_released_position_ids(segments, 2, interval))
+    grid = mrope_position_ids(
+        segments, spatial_merge_size=2, time_interval=interval, text_after="grid"
+    )
+    videos = [g for g in segments if not isinstance(g, int) and g[0] > 1]
+    long = any(int((g[0] - 1) * interval) >= max(g[1], g[2]) // 2 for g in videos)
+    assert torch.equal(ours, grid) == (not long)

@@ -326,3 +326,26 @@ def test_apply_rope_refuses_a_library_dict():
         RotaryEmbedding(8, scaling=params)
     with pytest.raises(ValueError, match="short forms"):
         rope_frequencies(8, seq_len=10)
+
+
+def test_keys_no_rope_type_reads_are_ignored_as_the_library_does():
+    """Ministral 3's dict carries its query temperature and max_position_embeddings."""
+    from transformers import Ministral3Config
+    from transformers.models.ministral3.modeling_ministral3 import (
+        Ministral3RotaryEmbedding,
+    )
+
+    config = Ministral3Config(
+        hidden_size=64, num_attention_heads=2, head_dim=32, num_hidden_layers=1,
+        num_key_value_heads=2, vocab_size=8, intermediate_size=8,
+    )
+    params = dict(config.rope_parameters)
+    assert {"llama_4_scaling_beta", "max_position_embeddings"} <= set(params)
+    rotary = Ministral3RotaryEmbedding(config)
+    ours, factor = from_rope_parameters(
+        params, 32, max_position_embeddings=config.max_position_embeddings
+    )
+    np.testing.assert_allclose(ours, rotary.inv_freq.double().numpy(), rtol=2e-6)
+    assert factor == pytest.approx(rotary.attention_scaling, rel=1e-12)
+    with pytest.raises(ValueError, match="does not read"):
+        from_rope_parameters({**params, "llama4_scaling_beta": 0.1}, 32)
