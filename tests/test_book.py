@@ -87,3 +87,26 @@ def test_two_to_four_exercises_each_with_a_checked_solution(path):
     assert sorted(solved) == sorted(labels), f"{path.name}: exercises {labels} but solutions {solved}"
     code = "\n".join(source(c) for c in cells(path, "code"))
     assert code.count("check_") >= len(labels), f"{path.name}: every solution should call its checker"
+
+
+def _chapters_importing(module):
+    """The chapters whose code imports ``companion.<module>`` (any import form)."""
+    pattern = re.compile(
+        rf"\bcompanion\.{module}\b|from companion import (?:\([^)]*|[^\n]*)\b{module}\b"
+    )
+    return [nb.stem for nb in NOTEBOOKS if re.match(r"\d\d_", nb.name)
+            and pattern.search("\n".join(source(c) for c in cells(nb, "code")))]
+
+
+def test_the_api_page_says_which_chapters_use_each_module():
+    """Each module's "Used in" line in book/api.md lists exactly the chapters importing it."""
+    api = (ROOT / "book" / "api.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## .*`companion\.(\w+)`\n\n(Used in [^\n]*)?", api, re.M)
+    assert len(sections) >= 15, "api.md's sections were not found"
+    for module, line in sections:
+        if module == "plotting":  # every chapter styles its figures with it
+            continue
+        listed = re.findall(r"\{doc\}`([^`]+)`", line.split(";")[0])
+        assert listed == _chapters_importing(module), (
+            f"api.md: the 'Used in' line of companion.{module} should list "
+            f"{_chapters_importing(module)}, in order, before any ';'")

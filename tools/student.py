@@ -190,8 +190,8 @@ def _flush(out: list, cell, kept: list[str]) -> None:
 
 def build_notebooks(notebooks: list[Path], out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    # A chapter notebook left from an earlier build (chapters renumbered or renamed) would
-    # reach the class as a stale copy: remove those, and nothing else.
+    # A chapter notebook left from an earlier build (chapters renumbered or renamed)
+    # would reach the class as a stale copy: remove those, and nothing else.
     names = {path.name for path in notebooks}
     for stale in out_dir.glob("[0-9][0-9]_*.ipynb"):
         if stale.name not in names:
