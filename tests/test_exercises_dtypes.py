@@ -1,4 +1,4 @@
-"""Every checker of chapters 1-10 accepts a right answer in float32 and in float64, NumPy and
+"""Every checker of chapters 1-11 accepts a right answer in float32 and in float64, NumPy and
 torch, and still names a mistake in float32; a right answer computed in float32 from scratch
 (not a rounded float64 one) passes too. Right answers are computed here, independently of the
 checkers."""
@@ -15,6 +15,7 @@ from companion.exercises import EXERCISES, Feedback, ROPE_HAND_VECTOR
 from companion.exercises import (
     check_alibi_bias_entry, check_alibi_half_lives, check_alibi_slopes_12, check_denominators,
     check_expected_abs_cosine, check_extend_table, check_fairseq_mapping, check_longest_wavelength,
+    check_longrope_attention_factor, check_mla_cache_entries, check_mrope_position_ids,
     check_matching_init_std, check_ntk_base, check_pair_block, check_pe_row,
     check_permuted_weights, check_ported_query_weight, check_rope_rotated_vector,
     check_rule_of_thumb_base, check_table_row_rms, check_tensor2tensor_base,
@@ -25,7 +26,7 @@ from companion.exercises.registry import call_with_args
 from companion.sinusoidal import rotation_matrix
 from test_exercises_ch05 import _halves_blocks  # the chapter 5 tests' own builder
 
-CHAPTERS = [f"ch{n:02d}" for n in range(1, 11)]
+CHAPTERS = [f"ch{n:02d}" for n in range(1, 12)]
 
 
 # ---- right answers, by loops and closed forms ----------------------------------------------
@@ -140,6 +141,17 @@ HALVES_QUERY = _rows_within_heads(rope_interleaved_query_weight(), 2)
 PORTED = _rows_within_heads(porting_exercise_weights().numpy(), 4)
 HALF_LIVES = [math.log(2) / m for m in SLOPES_16]
 
+
+def _mrope_ids(after: int = 6, start: int = 2) -> np.ndarray:
+    """Chapter 11: 2 text tokens, an image of 4 x 3 merged tokens at 2, 3 text tokens."""
+    image = [(2, start + r, start + c) for r in range(4) for c in range(3)]
+    text = [(i, i, i) for i in (0, 1)] + image + [(i, i, i) for i in range(after, after + 3)]
+    return np.array(text).T
+
+
+MROPE_IDS = _mrope_ids()
+LONGROPE_A = math.sqrt(1 + math.log(65536 / 8192) / math.log(8192))
+
 # label -> the right answer, and (a diagnosed mistake, words of its diagnosis) pairs.
 CASES = {
     "ch01-pooled-groups": ([0, 0, 2, 0, 2, 5], [([0, 0, 1, 0, 1, 1], "counts twice")]),
@@ -209,6 +221,12 @@ CASES = {
     "ch10-fairseq-mapping": ([FAIRSEQ_BASE, 12], [([10000.0, 12], "paper's spacing"),
                                                   ([FAIRSEQ_BASE, 10], "from 0"),
                                                   ([FAIRSEQ_BASE, 11], "padding_idx + 1")]),
+    "ch11-mrope-ids": (MROPE_IDS, [(_mrope_ids(after=14), "one position per image token"),
+                                   (_mrope_ids(start=0), "not at 0")]),
+    "ch11-longrope-factor": (LONGROPE_A, [(0.1 * math.log(8) + 1, "YaRN's"),
+                                          (LONGROPE_A**2, "a squared")]),
+    "ch11-mla-cache": ([320, 8192], [([256, 8192], "rotated key"),
+                                     ([320, 4096], "value too")]),
 }
 
 
@@ -230,7 +248,7 @@ def _check(label: str, answer) -> Feedback:
     return feedback
 
 
-def test_every_value_checker_of_chapters_1_to_10_has_cases():
+def test_every_value_checker_of_chapters_1_to_11_has_cases():
     labels = {label for label, ex in EXERCISES.items()
               if label[:4] in CHAPTERS and ex.function is None}
     assert labels == set(CASES)
@@ -350,6 +368,15 @@ def test_float32_computations_of_chapters_7_to_10_pass():
     assert check_ported_query_weight(torch.from_numpy(_rows_within_heads(w32.numpy(), 4)))
     feedback = check_ported_query_weight(w32.flip(0))  # rows reordered, but not per head
     assert not feedback and "not the one" in feedback.message
+
+
+def test_float32_computations_of_chapter_11_pass():
+    s32, l32 = torch.tensor(65536.0) / torch.tensor(8192.0), torch.tensor(8192.0)
+    assert check_longrope_attention_factor(torch.sqrt(1 + torch.log(s32) / torch.log(l32)))
+    assert check_longrope_attention_factor(np.sqrt(np.float32(1) + np.log(np.float32(8))
+                                                   / np.log(np.float32(8192))))
+    assert check_mrope_position_ids(torch.from_numpy(MROPE_IDS).float())
+    assert check_mla_cache_entries(torch.tensor([256.0 + 64.0, 32.0 * (64 + 64 + 128)]))
 
 
 def test_function_answers_accept_float32_outputs():

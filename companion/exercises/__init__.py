@@ -16,6 +16,7 @@ from companion.exercises.ch07 import *  # noqa: F401,F403
 from companion.exercises.ch08 import *  # noqa: F401,F403
 from companion.exercises.ch09 import *  # noqa: F401,F403
 from companion.exercises.ch10 import *  # noqa: F401,F403
+from companion.exercises.ch11 import *  # noqa: F401,F403
 from companion.exercises.ch12 import *  # noqa: F401,F403
 from companion.exercises.ch13 import *  # noqa: F401,F403
 from companion.exercises.ch14 import *  # noqa: F401,F403

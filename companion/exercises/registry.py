@@ -65,7 +65,10 @@ from companion.exercises import (
     check_first_negative,
     check_halves_to_interleaved,
     check_longest_wavelength,
+    check_longrope_attention_factor,
     check_matching_init_std,
+    check_mla_cache_entries,
+    check_mrope_position_ids,
     check_ntk_base,
     check_ntk_base_head16,
     check_ntk_unseen_pairs,
@@ -124,6 +127,7 @@ CHAPTERS = {
     "08": "08_stretching_rope",
     "09": "09_alibi",
     "10": "10_porting",
+    "11": "11_current_models",
     "12": "12_train_short_test_long",
     "13": "13_add_or_concat",
     "14": "14_stretching_trained_rope",
@@ -464,6 +468,10 @@ _value(
     givens=("porting_exercise_weights",),
 )
 _value("ch10-fairseq-mapping", "answer", check_fairseq_mapping)
+
+_value("ch11-mrope-ids", "answer", check_mrope_position_ids)
+_value("ch11-longrope-factor", "answer", check_longrope_attention_factor)
+_value("ch11-mla-cache", "answer", check_mla_cache_entries)
 
 _value("ch12-floor-16", "answer", check_chunk_floor_16)
 _value("ch12-table2-flat", "answer", check_table2_flat_methods)
