@@ -61,7 +61,8 @@ def _ids(after=6, rows=4, cols=3, start=2, swap=False, by_column=False):
 RIGHT_IDS = _ids()
 
 
-def test_mrope_truth_is_qwen2_vls():
+def _library_ids():
+    """Qwen2VLModel.get_rope_index on the exercise's prompt: (3, 1, 17)."""
     from transformers import Qwen2VLConfig
     from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
 
@@ -74,6 +75,11 @@ def test_mrope_truth_is_qwen2_vls():
     kinds = torch.tensor([[0] * 2 + [1] * 12 + [0] * 3])
     ids, _ = model.get_rope_index(torch.zeros_like(kinds), kinds,
                                   image_grid_thw=torch.tensor([[1, 8, 6]]))
+    return ids
+
+
+def test_mrope_truth_is_qwen2_vls():
+    ids = _library_ids()
     assert np.array_equal(ids[:, 0].numpy(), RIGHT_IDS)
 
 
@@ -109,18 +115,7 @@ def test_mrope_names_each_mistake(answer, words):
 
 def test_mrope_names_the_batch_axis_of_the_librarys_output():
     """What get_rope_index returns, (3, batch, s), is told apart from a wrong answer."""
-    from transformers import Qwen2VLConfig
-    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLModel
-
-    text = dict(hidden_size=32, num_attention_heads=2, num_key_value_heads=2,
-                num_hidden_layers=1, vocab_size=16, intermediate_size=8,
-                rope_parameters={"rope_type": "default", "rope_theta": 1e6,
-                                 "mrope_section": [2, 3, 3]})
-    vision = dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, spatial_merge_size=2)
-    model = Qwen2VLModel(Qwen2VLConfig(text_config=text, vision_config=vision))
-    kinds = torch.tensor([[0] * 2 + [1] * 12 + [0] * 3])
-    ids, _ = model.get_rope_index(torch.zeros_like(kinds), kinds,
-                                  image_grid_thw=torch.tensor([[1, 8, 6]]))
+    ids = _library_ids()
     _fails_with(check_mrope_position_ids(ids), "batch axis")
     assert check_mrope_position_ids(ids[:, 0])
 
