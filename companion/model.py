@@ -76,8 +76,9 @@ class ModelConfig:
     # as Llama 4 and SmolLM3 leave every fourth layer; the other layers rotate.
     nope_layers: tuple[int, ...] = ()
     # With position="rope": the RoPE layers see only the last rope_window keys (offsets
-    # 0 .. rope_window - 1), as Llama 4 chunks its RoPE layers; NoPE layers see all.
-    # None: every layer sees every earlier key.
+    # 0 .. rope_window - 1), a sliding window as in Mistral's and Gemma 3's local layers
+    # (Llama 4's chunks are blocks instead); NoPE layers see all. None: every layer sees
+    # every earlier key.
     rope_window: int | None = None
 
     def __post_init__(self):
