@@ -438,6 +438,19 @@ def stretch_record(
     }
 
 
+def windowed_excess(model: TinyDecoder, src, window: int, lens) -> dict:
+    """The excess ``{n: nats}`` at each length of ``lens`` of ``model`` run with its
+    RoPE layers limited to the last ``window`` keys (``ModelConfig.rope_window``; the
+    same weights, copied, so no random draw), on the lab's evaluation sample."""
+    windowed = copy.deepcopy(model)
+    windowed.config = dataclasses.replace(
+        model.config, rope_window=_checks.positive_int("window", window)
+    )
+    return evaluate(
+        windowed, src, lens, num_tokens=EVAL_TOKENS, seed=EVAL_SEED, excess=True
+    )
+
+
 def _round(values, digits: int = 5):
     return np.round(np.asarray(values, dtype=np.float64), digits).tolist()
 
@@ -506,11 +519,7 @@ def train_run(run: Run, steps: int | None = None, device=None) -> tuple[dict, di
             [sliding_excess(model, src, m * L, L // 2, 4096) for m in (1, 2, 6)]
         )
     if run.config in WINDOWED and L == 32 and steps == budget(run.source, run.config):
-        windowed = copy.deepcopy(model)  # same weights; no random draw
-        windowed.config = dataclasses.replace(model.config, rope_window=L)
-        values = evaluate(
-            windowed, src, lens, num_tokens=EVAL_TOKENS, seed=EVAL_SEED, excess=True
-        )
+        values = windowed_excess(model, src, L, lens)
         record["windowed"] = _round([values[n] for n in lens])
     return record, {k: v.cpu() for k, v in model.state_dict().items()}
 

@@ -173,3 +173,13 @@ def test_unconverged_runs_are_named_with_a_reason_and_are_recorded():
     assert {(r.source, r.config) for r in exempt} == {
         ("repeat", "none"), ("repeat", "alibi"), ("repeat", "rope-nope")}
     assert len(exempt) == 7  # the five runs without positions, one ALiBi, one RoPE + NoPE
+
+
+def test_windowed_excess_runs_the_same_weights_with_a_rope_window():
+    model = lab_runs.trained_model("markov", "rope-nope")
+    windowed = lab_runs.windowed_excess(model, lab_runs.source("markov"), 32, [32, 256])
+    recorded = lab_runs.load("markov", "rope-nope", seeds=[0])["windowed"][0]
+    assert abs(windowed[32] - recorded[0]) < 1e-4 and abs(windowed[256] - recorded[3]) < 1e-4
+    assert model.config.rope_window is None, "the model itself is left unchanged"
+    with pytest.raises(ValueError, match="window"):
+        lab_runs.windowed_excess(model, lab_runs.source("markov"), 0, [32])
