@@ -1,0 +1,788 @@
+"""A position doctor: the checks that find position bugs, run on a causal LM.
+
+``diagnose(model)`` takes the book's :class:`~companion.model.TinyDecoder` or any
+``transformers`` causal LM and returns a list of :class:`Finding`. Most checks run the
+same random token sequences twice, in a batch (right-padded, left-padded, packed) or
+through a cache (one token at a time, in chunks), and once each alone in one plain pass,
+and compare the logits of every real token. Positions are the only thing that differs
+between the two runs, so a gap is a position bug, or a way of calling the model that
+gives tokens the wrong positions. The comparisons run on a float64 copy of the model, so
+that rounding (about 1e-2 in bfloat16) is not mistaken for a bug; one check measures
+that rounding on the model as it is.
+
+Each finding has a status:
+
+* ``"pass"``: batch or cache and alone agree within the tolerance;
+* ``"fail"``: they do not, or a position buffer is not float32 or float64: a bug in the
+  model or its buffers;
+* ``"warn"``: the model is right, but a common way of calling it gives some tokens the
+  wrong positions (the finding names the call that works);
+* ``"skip"``: the check does not apply (its detail says why).
+
+From the command line, on a local checkpoint folder or a ``config.json`` (random
+weights; nothing is downloaded)::
+
+    python -m companion.doctor PATH [--dtype bfloat16] [--max-tokens 256]
+
+Conventions: ``transformers`` 5.24 (``cache``, formerly ``past_key_values``;
+``position_ids``; ``DynamicCache``); a packed row restarts its position ids at each
+document, as ``DataCollatorWithFlattening`` writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import inspect
+import itertools
+import math
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from companion.batching import (
+    pack,
+    packed_attention_mask,
+    pad_batch,
+    position_ids_from_attention_mask,
+)
+from companion.model import TinyDecoder
+
+STATUSES = ("pass", "fail", "warn", "skip")
+CHECKS = (
+    "position buffers",
+    "float64 reference",
+    "right-padded batch",
+    "left-padded batch, forward",
+    "left-padded batch, generate",
+    "packed batch",
+    "packed batch, default call",
+    "cached decoding",
+    "chunked prefill",
+    "dynamic scaling",
+    "sliding window",
+)
+# Buffers that hold positions: RoPE frequencies and tables, sinusoidal tables, slopes.
+POSITION_BUFFER = re.compile(
+    r"inv_freq|rotary|rope|position|pos_emb|alibi|slopes|cos|sin"
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's result: ``check`` (a name in :data:`CHECKS`), ``status`` (one of
+    :data:`STATUSES`), ``detail`` (one line, with the measured number) and ``value``
+    (the measured number itself, or None)."""
+
+    check: str
+    status: str
+    detail: str
+    value: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        """True unless the status is ``"fail"`` (a warning or a skip is not a bug)."""
+        return self.status != "fail"
+
+    def __str__(self) -> str:
+        return f"{self.status.upper():4}  {self.check:28} {self.detail}"
+
+
+def _fmt(value: float) -> str:
+    """A measured gap: two significant digits, marked as measured (``≈0.27``)."""
+    return f"≈{value:.2g}"
+
+
+def _bound(tolerance: float) -> str:
+    return f"within {tolerance:.0e}"
+
+
+# --- the two kinds of model -----------------------------------------------------------
+
+
+class _Runner:
+    """Calls a TinyDecoder or a transformers model the way its users call it."""
+
+    def __init__(self, model):
+        self.model = model
+        self.tiny = isinstance(model, TinyDecoder)
+        if not self.tiny and not hasattr(model, "config"):
+            raise TypeError(
+                "model must be a companion TinyDecoder or a transformers causal LM "
+                f"(with .config), got {type(model).__name__}"
+            )
+        self.config = model.config
+        params = (
+            set() if self.tiny else set(inspect.signature(model.forward).parameters)
+        )
+        self.takes_positions = self.tiny or "position_ids" in params
+        # transformers 5.24 renamed past_key_values to cache (the old name warns).
+        self.cache_arg = "cache" if "cache" in params else "past_key_values"
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.config.vocab_size)
+
+    @property
+    def pad_id(self) -> int:
+        pad = None if self.tiny else getattr(self.config, "pad_token_id", None)
+        return int(pad) if isinstance(pad, int) and 0 <= pad < self.vocab_size else 0
+
+    def logits(self, ids, *, mask=None, position_ids=None, **kwargs) -> torch.Tensor:
+        """Logits ``(b, s, V)`` of one forward pass."""
+        with torch.no_grad():
+            if self.tiny:
+                if mask is not None and mask.ndim == 3:
+                    mask = mask.bool()
+                return self.model(ids, attention_mask=mask, position_ids=position_ids)
+            extra = {} if position_ids is None else {"position_ids": position_ids}
+            out = self.model(input_ids=ids, attention_mask=mask, **extra, **kwargs)
+            return out.logits
+
+    def cached(self, ids, chunk: int, *, prefill: int | None = None) -> torch.Tensor:
+        """Logits ``(1, s, V)`` of ``ids (1, s)`` fed through a cache: ``prefill``
+        tokens first (default: ``chunk``), then ``chunk`` tokens per call."""
+        first = chunk if prefill is None else prefill
+        bounds = [0, first] + list(range(first + chunk, ids.shape[1], chunk))
+        bounds = sorted({b for b in bounds if b < ids.shape[1]}) + [ids.shape[1]]
+        out, cache = [], None
+        with torch.no_grad():
+            if self.tiny:
+                cache = self.model.new_cache()
+            for lo, hi in itertools.pairwise(bounds):
+                if self.tiny:
+                    out.append(self.model(ids[:, lo:hi], cache=cache))
+                    continue
+                step = self.model(
+                    input_ids=ids[:, lo:hi], use_cache=True, **{self.cache_arg: cache}
+                )
+                cache = step[self.cache_arg]
+                out.append(step.logits)
+        return torch.cat(out, dim=1)
+
+    def generate(self, ids, mask, new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Greedy decoding: the new tokens ``(b, n)`` and their raw logits
+        ``(b, n, V)``."""
+        with torch.no_grad():
+            if not self.tiny:
+                out = self.model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens,
+                    do_sample=False,
+                    pad_token_id=self.pad_id,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                )
+                logits = torch.stack(out.logits, dim=1)
+                return out.sequences[:, ids.shape[1] :], logits
+            cache, tokens, steps = self.model.new_cache(), ids, []
+            for _ in range(new_tokens):
+                logits = self.model(tokens, attention_mask=mask, cache=cache)[:, -1]
+                steps.append(logits)
+                tokens = logits.argmax(-1, keepdim=True)
+                mask = torch.cat([mask, torch.ones_like(tokens)], dim=1)
+            logits = torch.stack(steps, dim=1)
+            return logits.argmax(-1), logits
+
+
+def _float64_copy(model, dtype: torch.dtype):
+    ref = copy.deepcopy(model).to(dtype)
+    return ref.eval()
+
+
+# --- what the checks compare ----------------------------------------------------------
+
+
+def _sequences(run: _Runner, lengths: Sequence[int], seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    low = 1 if run.vocab_size > 2 else 0
+    return [torch.randint(low, run.vocab_size, (n,), generator=gen) for n in lengths]
+
+
+def _finite_when_padded(run: _Runner, seqs) -> bool:
+    ids, mask = _padded(run, seqs, "left")
+    return bool(torch.cat(_rows(run.logits(ids, mask=mask), mask)).isfinite().all())
+
+
+def _alone(run: _Runner, seqs) -> list[torch.Tensor]:
+    return [run.logits(s[None])[0] for s in seqs]
+
+
+def _gap(batch_rows: Sequence[torch.Tensor], alone: Sequence[torch.Tensor]) -> float:
+    return max(float((a - b).abs().max()) for a, b in zip(batch_rows, alone))
+
+
+def _scale(alone: Sequence[torch.Tensor]) -> float:
+    return max(1.0, max(float(a.abs().max()) for a in alone))
+
+
+def _padded(run, seqs, side):
+    ids, mask = pad_batch(seqs, pad_id=run.pad_id, side=side)
+    return ids, mask
+
+
+def _rows(logits, mask) -> list[torch.Tensor]:
+    return [row[m.bool()] for row, m in zip(logits, mask)]
+
+
+# --- the checks -----------------------------------------------------------------------
+
+
+def _angle_error(name, buffer, reference, position: int) -> float:
+    diff = buffer.double().flatten() - reference.double().flatten().to(buffer.device)
+    return float((diff.abs() * position).max())
+
+
+def _reference_inv_freqs(module) -> dict[str, torch.Tensor]:
+    """The float32 ``inv_freq`` a transformers rotary module computes at init, by the
+    buffer name it is stored under; empty where it cannot be recomputed."""
+    try:
+        from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    except ImportError:  # pragma: no cover - transformers is pinned
+        return {}
+    config = getattr(module, "config", None)
+    rope_type = getattr(module, "rope_type", None)
+    if config is None or rope_type is None:
+        return {}
+    kinds = rope_type.items() if isinstance(rope_type, dict) else [(None, rope_type)]
+    out = {}
+    for layer_type, kind in kinds:
+        fn = ROPE_INIT_FUNCTIONS.get(kind)
+        if kind == "default" or fn is None:
+            fn = getattr(module, "compute_default_rope_parameters", None)
+        if fn is None:
+            continue
+        kwargs = {} if layer_type is None else {"layer_type": layer_type}
+        try:
+            inv_freq, _ = fn(config, device=torch.device("cpu"), **kwargs)
+        except (TypeError, KeyError, ValueError, AttributeError):
+            continue  # a config this version cannot rebuild: dtype check only
+        prefix = "" if layer_type is None else f"{layer_type}_"
+        out[f"{prefix}original_inv_freq"] = inv_freq.float()
+        if kind not in ("dynamic", "longrope"):  # these rewrite inv_freq as they run
+            out[f"{prefix}inv_freq"] = inv_freq.float()
+    return out
+
+
+def check_position_buffers(model, position: int | None = None) -> Finding:
+    """Every floating-point buffer that holds positions (RoPE frequencies, cos/sin
+    tables, sinusoidal tables, ALiBi slopes) must be float32 or float64:
+    ``model.to(torch.bfloat16)`` casts them too. Where the module can recompute its
+    frequencies, the angle error ``max_i |m (θ_i - θ̂_i)|`` at ``position`` is given."""
+    config = model.config
+    position = position or int(
+        getattr(config, "max_position_embeddings", 0)
+        or getattr(config, "max_len", 0)
+        or 4096
+    )
+    names, low, worst = [], [], 0.0
+    for mod_name, module in model.named_modules():
+        refs = _reference_inv_freqs(module)
+        for buf_name, buf in module.named_buffers(recurse=False):
+            full = f"{mod_name}.{buf_name}" if mod_name else buf_name
+            if not buf.is_floating_point() or not POSITION_BUFFER.search(full):
+                continue
+            names.append(full)
+            if buf.dtype not in (torch.float32, torch.float64):
+                low.append(f"{full} is {str(buf.dtype).removeprefix('torch.')}")
+            if buf_name in refs:
+                worst = max(worst, _angle_error(full, buf, refs[buf_name], position))
+    if not names:
+        return Finding(
+            "position buffers",
+            "skip",
+            "no floating-point position buffer (positions come from parameters or "
+            "are computed in the forward pass)",
+        )
+    if low:
+        angle = f"; angles off by up to {_fmt(worst)} rad at position {position}"
+        return Finding(
+            "position buffers",
+            "fail",
+            ", ".join(low)
+            + (angle if worst else "")
+            + ": cast them back with buffer.data = buffer.data.float() "
+            "(from_pretrained(dtype=...) keeps them float32)",
+            worst,
+        )
+    return Finding(
+        "position buffers",
+        "pass",
+        f"{len(names)} position buffer(s), all float32 or float64 ({names[0]}"
+        + (", ..." if len(names) > 1 else "")
+        + ")",
+        worst,
+    )
+
+
+def _check_reference(
+    run: _Runner, ref: _Runner, seq, tolerance: float, fallback: bool = False
+) -> Finding:
+    dtype = next(run.model.parameters()).dtype
+    name = str(dtype).removeprefix("torch.")
+    if dtype == torch.float64:
+        return Finding(
+            "float64 reference", "pass", "the model is float64: the checks run on it"
+        )
+    ours = run.logits(seq[None]).double()
+    theirs = ref.logits(seq[None])
+    gap = float((ours - theirs).abs().max())
+    scale = max(1.0, float(theirs.abs().max()))
+    noise = f"by {_fmt(gap)}" if gap > tolerance * scale else _bound(tolerance * scale)
+    ref_name = str(next(ref.model.parameters()).dtype).removeprefix("torch.")
+    if not math.isfinite(gap):
+        return Finding(
+            "float64 reference", "fail", f"the model gives non-finite logits in {name}"
+        )
+    if fallback:
+        return Finding(
+            "float64 reference",
+            "warn",
+            "in float64 this model gives NaN on a padded batch (its masks overflow; "
+            "not "
+            f"a position bug): the checks below run in float32, within {tolerance:.0e}",
+        )
+    return Finding(
+        "float64 reference",
+        "pass",
+        f"one sequence in {name} differs from {ref_name} {noise}: rounding of that "
+        f"size is not a position bug; the checks below run in {ref_name}",
+        gap,
+    )
+
+
+def _compare(name, gap, scale, tolerance, what, fix="", warn=False) -> Finding:
+    bound = tolerance * scale
+    if gap <= bound:
+        return Finding(
+            name, "pass", f"{what} matches each sequence alone ({_bound(bound)})", gap
+        )
+    status = "warn" if warn else "fail"
+    return Finding(
+        name,
+        status,
+        f"{what} differs from each sequence alone by {_fmt(gap)}{fix}",
+        gap,
+    )
+
+
+def _check_right(ref, seqs, alone, tol) -> Finding:
+    ids, mask = _padded(ref, seqs, "right")
+    gap = _gap(_rows(ref.logits(ids, mask=mask), mask), alone)
+    return _compare("right-padded batch", gap, _scale(alone), tol, "model(ids, mask)")
+
+
+def _check_left_forward(ref, seqs, alone, tol) -> Finding:
+    ids, mask = _padded(ref, seqs, "left")
+    gap = _gap(_rows(ref.logits(ids, mask=mask), mask), alone)
+    scale = _scale(alone)
+    if gap <= tol * scale or not ref.takes_positions:
+        return _compare(
+            "left-padded batch, forward", gap, scale, tol, "model(ids, mask)"
+        )
+    pos = position_ids_from_attention_mask(mask)
+    fixed = _gap(_rows(ref.logits(ids, mask=mask, position_ids=pos), mask), alone)
+    if fixed > tol * scale:
+        return _compare(
+            "left-padded batch, forward",
+            gap,
+            scale,
+            tol,
+            "model(ids, mask)",
+            f", and {_fmt(fixed)} with position_ids from the mask",
+        )
+    return _compare(
+        "left-padded batch, forward",
+        gap,
+        scale,
+        tol,
+        "model(ids, mask)",
+        ": a plain forward numbers padding as positions (generate does not); pass "
+        f"position_ids=(mask.cumsum(-1) - 1).clamp(min=0) ({_bound(tol * scale)} then)",
+        warn=True,
+    )
+
+
+def _check_generate(ref, seqs, tol, new_tokens=3) -> Finding:
+    ids, mask = _padded(ref, seqs, "left")
+    tokens, logits = ref.generate(ids, mask, new_tokens)
+    gap, same = 0.0, True
+    for i, seq in enumerate(seqs):
+        t_alone, l_alone = ref.generate(
+            seq[None], torch.ones_like(seq)[None], new_tokens
+        )
+        gap = max(gap, float((logits[i] - l_alone[0]).abs().max()))
+        same = same and bool((tokens[i] == t_alone[0]).all())
+    scale = max(1.0, float(logits.abs().max()))
+    finding = _compare(
+        "left-padded batch, generate",
+        gap,
+        scale,
+        tol,
+        f"greedy generate of {new_tokens} tokens",
+    )
+    if finding.status == "pass" and not same:
+        return Finding(finding.check, "fail", "the generated tokens differ", gap)
+    return finding
+
+
+def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
+    name = "packed batch"
+    if not ref.takes_positions:
+        skip = "the model takes no position_ids, so a packed row cannot restart them"
+        return [
+            Finding(name, "skip", skip),
+            Finding(f"{name}, default call", "skip", skip),
+        ]
+    ids, pos = pack(seqs)
+    lengths = [len(s) for s in seqs]
+
+    def rows(logits):
+        return list(torch.split(logits[0], lengths))
+
+    scale = _scale(alone)
+    if ref.tiny:
+        allowed = packed_attention_mask(
+            torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(lengths))[
+                None
+            ]
+        )
+        good = _gap(rows(ref.logits(ids, mask=allowed, position_ids=pos)), alone)
+        plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
+        good_call = (
+            "model(row, attention_mask=packed_attention_mask(docs), position_ids)"
+        )
+        plain_call = "model(row, position_ids) without a document mask"
+        fix = ": documents attend to each other; pass the block-diagonal mask"
+    else:
+        good = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
+        plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
+        good_call = "model(row, position_ids, use_cache=False)"
+        plain_call = "model(row, position_ids) with use_cache at its default"
+        fix = (
+            ": documents attend to each other (transformers infers the document mask "
+            "only with no mask and no cache); pass use_cache=False, as Trainer does"
+        )
+    first = _compare(name, good, scale, tol, good_call)
+    second = _compare(
+        f"{name}, default call", plain, scale, tol, plain_call, fix, warn=True
+    )
+    return [first, second]
+
+
+def _check_cached(ref, seq, full, tol, chunk, name, what) -> Finding:
+    got = ref.cached(seq[None], chunk)[0]
+    gap = float((got - full).abs().max())
+    scale = max(1.0, float(full.abs().max()))
+    return _compare(name, gap, scale, tol, what)
+
+
+def _rope_types(config) -> set[str]:
+    params = getattr(config, "rope_parameters", None) or {}
+    if not isinstance(params, dict):
+        return set()
+    if "rope_type" in params:
+        return {params["rope_type"]}
+    return {
+        v["rope_type"]
+        for v in params.values()
+        if isinstance(v, dict) and "rope_type" in v
+    }
+
+
+def _switch_length(config) -> int | None:
+    params = getattr(config, "rope_parameters", None) or {}
+    flat = (
+        [params]
+        if "rope_type" in params
+        else [v for v in params.values() if isinstance(v, dict)]
+    )
+    for p in flat:
+        if p.get("rope_type") == "longrope":
+            return int(
+                p.get("original_max_position_embeddings")
+                or getattr(config, "original_max_position_embeddings", 0)
+                or config.max_position_embeddings
+            )
+        if p.get("rope_type") == "dynamic":
+            return int(config.max_position_embeddings)
+    return None
+
+
+def _check_dynamic(ref, seqs, tol, max_tokens, seed) -> Finding:
+    name = "dynamic scaling"
+    if ref.tiny:
+        return Finding(name, "skip", "a TinyDecoder's RoPE scaling is static")
+    switch = _switch_length(ref.config)
+    if switch is None:
+        kinds = ", ".join(sorted(_rope_types(ref.config))) or "no RoPE"
+        return Finding(
+            name, "skip", f"static frequencies ({kinds}): nothing depends on the batch"
+        )
+    long_len = 2 * switch + 2
+    if long_len > max_tokens:
+        return Finding(
+            name,
+            "skip",
+            f"needs a {long_len}-token sequence, over --max-tokens {max_tokens}",
+        )
+    short = seqs[0]
+    long = _sequences(ref, [long_len], seed + 1)[0]
+    alone = ref.logits(short[None])[0]
+    ids, mask = _padded(ref, [short, long], "right")
+    together = ref.logits(ids, mask=mask)[0, : len(short)]
+    gap = float((together - alone).abs().max())
+    fix = (
+        f": its frequencies follow the batch's longest row ({long_len} tokens, past "
+        f"{switch}); batch by length, or use a static scaling"
+    )
+    return _compare(
+        name,
+        gap,
+        max(1.0, float(alone.abs().max())),
+        tol,
+        f"a {len(short)}-token prompt batched with a {long_len}-token one",
+        fix,
+        warn=True,
+    )
+
+
+def _window(config) -> int | None:
+    window = getattr(config, "sliding_window", None)
+    if not isinstance(window, int) or window <= 0:
+        return None
+    types = getattr(config, "layer_types", None)
+    if types is not None and "sliding_attention" not in types:
+        return None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    return window
+
+
+def _check_window(ref, tol, max_tokens, seed) -> Finding:
+    name = "sliding window"
+    window = None if ref.tiny else _window(ref.config)
+    if ref.tiny:
+        window = ref.config.rope_window
+    if window is None:
+        return Finding(name, "skip", "no sliding window in the config")
+    length = 2 * window + 3
+    if length > max_tokens:
+        return Finding(
+            name,
+            "skip",
+            f"window {window}: needs {length} tokens, over --max-tokens {max_tokens}",
+        )
+    seq = _sequences(ref, [length], seed + 2)[0]
+    full = ref.logits(seq[None])[0]
+    got = ref.cached(seq[None], 1, prefill=window - 1)[0]
+    gap = float((got - full).abs().max())
+    scale = max(1.0, float(full.abs().max()))
+    return _compare(
+        name,
+        gap,
+        scale,
+        tol,
+        f"decoding {length} tokens one at a time past the window of {window}",
+        ": the cache keeps the wrong keys or gives them the wrong positions",
+    )
+
+
+def diagnose(
+    model,
+    *,
+    lengths: Sequence[int] = (7, 4, 9),
+    seed: int = 0,
+    tolerance: float = 1e-5,
+    reference_dtype: torch.dtype = torch.float64,
+    max_tokens: int = 256,
+    checks: Sequence[str] | None = None,
+) -> list[Finding]:
+    """Run the position checks on ``model`` and return one :class:`Finding` per check.
+
+    Args:
+        model: a :class:`~companion.model.TinyDecoder` or a ``transformers`` causal LM
+            (``AutoModelForCausalLM``); it is not changed (the checks run on a copy in
+            ``reference_dtype``).
+        lengths: lengths of the random sequences batched together (at least two,
+            different).
+        seed: seed of the random token ids.
+        tolerance: the largest gap, relative to ``max(1, max |logit|)``, counted as
+            agreement. In float64 real position bugs give 1e-2 or more.
+        reference_dtype: the copy's dtype; ``torch.float32`` halves the memory of a
+            large model (rounding then reaches about 1e-5).
+        max_tokens: the longest sequence a check may build; longer checks are skipped.
+        checks: names from :data:`CHECKS` to run (default: all).
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "model must be a torch.nn.Module (a TinyDecoder or a transformers causal "
+            f"LM), "
+            f"got {type(model).__name__}"
+        )
+    lengths = [int(n) for n in lengths]
+    if len(lengths) < 2 or min(lengths) < 2 or len(set(lengths)) < 2:
+        raise ValueError(
+            "lengths must be at least two different lengths of 2 or more, "
+            f"got {lengths}"
+        )
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be positive, got {tolerance}")
+    wanted = list(CHECKS) if checks is None else list(checks)
+    unknown = [c for c in wanted if c not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown checks {unknown}; choose from {list(CHECKS)}")
+    run = _Runner(model)
+    if max(lengths) > max_tokens:
+        raise ValueError(f"lengths {lengths} exceed max_tokens={max_tokens}")
+    ref = _Runner(_float64_copy(model, reference_dtype))
+    seqs = _sequences(ref, lengths, seed)
+    fallback = False
+    if reference_dtype == torch.float64 and not _finite_when_padded(ref, seqs):
+        # Some models overflow their masks in float64 (BLOOM gives NaN on a padded
+        # batch): fall back to float32, whose rounding is far below a position bug.
+        ref = _Runner(_float64_copy(model, torch.float32))
+        tolerance, fallback = max(tolerance, 1e-4), True
+    alone = _alone(ref, seqs)
+    longest = seqs[int(torch.tensor(lengths).argmax())]
+    full = alone[int(torch.tensor(lengths).argmax())]
+    steps: dict[str, Callable[[], Finding | list[Finding]]] = {
+        "position buffers": lambda: check_position_buffers(model),
+        "float64 reference": lambda: _check_reference(
+            run, ref, longest, tolerance, fallback
+        ),
+        "right-padded batch": lambda: _check_right(ref, seqs, alone, tolerance),
+        "left-padded batch, forward": lambda: _check_left_forward(
+            ref, seqs, alone, tolerance
+        ),
+        "left-padded batch, generate": lambda: _check_generate(ref, seqs, tolerance),
+        "packed batch": lambda: _check_packed(ref, seqs, alone, tolerance),
+        "cached decoding": lambda: _check_cached(
+            ref,
+            longest,
+            full,
+            tolerance,
+            1,
+            "cached decoding",
+            "feeding tokens one at a time through the cache",
+        ),
+        "chunked prefill": lambda: _check_cached(
+            ref,
+            longest,
+            full,
+            tolerance,
+            3,
+            "chunked prefill",
+            "prefill in chunks of 3 tokens",
+        ),
+        "dynamic scaling": lambda: _check_dynamic(
+            ref, seqs, tolerance, max_tokens, seed
+        ),
+        "sliding window": lambda: _check_window(ref, tolerance, max_tokens, seed),
+    }
+    findings: list[Finding] = []
+    for name in CHECKS:
+        if name == "packed batch, default call":
+            continue
+        if name not in wanted and not (
+            name == "packed batch" and "packed batch, default call" in wanted
+        ):
+            continue
+        result = steps[name]()
+        for f in result if isinstance(result, list) else [result]:
+            if f.check in wanted:
+                findings.append(f)
+    return findings
+
+
+def report(findings: Sequence[Finding], title: str = "") -> str:
+    """The findings as a readable report, one line each, and a one-line summary."""
+    lines = [title] if title else []
+    lines += [str(f) for f in findings]
+    counts = {s: sum(f.status == s for f in findings) for s in STATUSES}
+    lines.append(
+        f"{counts['fail']} failed, {counts['warn']} warning(s), "
+        f"{counts['pass']} passed, {counts['skip']} skipped"
+    )
+    return "\n".join(lines)
+
+
+def describe(model) -> str:
+    """One line: the model's class, positions and dtype."""
+    dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+    if isinstance(model, TinyDecoder):
+        return f"TinyDecoder ({model.config.position}), {dtype}"
+    kinds = ", ".join(sorted(_rope_types(model.config))) or "no RoPE parameters"
+    layers = getattr(model.config, "num_hidden_layers", None)
+    return f"{type(model).__name__} ({kinds}), {dtype}, {layers} layers"
+
+
+# --- the command line -----------------------------------------------------------------
+
+
+def load(path: str | Path, *, dtype: torch.dtype | None = None, seed: int = 0):
+    """A transformers causal LM from a local checkpoint folder (its weights), or from a
+    folder or ``.json`` file holding only a config (random weights, ``seed``). Nothing
+    is downloaded."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"path {str(path)!r} does not exist: give a checkpoint folder or a "
+            "config.json"
+        )
+    folder = path if path.is_dir() else path.parent
+    weights = any(folder.glob("*.safetensors")) or any(
+        folder.glob("pytorch_model*.bin")
+    )
+    if path.is_dir() and weights:
+        return AutoModelForCausalLM.from_pretrained(
+            path, local_files_only=True, dtype=dtype or torch.float32
+        ).eval()
+    config_file = path if path.is_file() else path / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(
+            f"no config.json in {str(path)!r}: give a checkpoint folder or a "
+            "config file"
+        )
+    config = AutoConfig.from_pretrained(config_file, local_files_only=True)
+    torch.manual_seed(seed)
+    # from_config(dtype=...) keeps the position buffers float32 (so does
+    # from_pretrained).
+    return AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32).eval()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m companion.doctor",
+        description="Run the position checks on a local checkpoint or config.",
+    )
+    parser.add_argument("path", help="checkpoint folder, or a config.json")
+    parser.add_argument(
+        "--dtype", default=None, help="e.g. bfloat16 (default: float32)"
+    )
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--reference-dtype", default="float64")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    dtype = None if args.dtype is None else getattr(torch, args.dtype)
+    model = load(args.path, dtype=dtype, seed=args.seed)
+    findings = diagnose(
+        model,
+        seed=args.seed,
+        max_tokens=args.max_tokens,
+        reference_dtype=getattr(torch, args.reference_dtype),
+    )
+    print(report(findings, title=f"Position doctor: {describe(model)}"))
+    return 1 if any(f.status == "fail" for f in findings) else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""The position doctor on tiny random models of several architectures: a healthy model
+has no failed check, and each injected bug is caught by the check named for it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import transformers
+from transformers import (
+    AutoModelForCausalLM,
+    BloomConfig,
+    Gemma3TextConfig,
+    GPT2Config,
+    LlamaConfig,
+    MistralConfig,
+    Phi3Config,
+    Qwen2Config,
+)
+
+from companion import doctor
+from companion.model import ModelConfig, TinyDecoder
+
+transformers.logging.set_verbosity_error()
+
+SMALL = {
+    "vocab_size": 100,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 64,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
+LONGROPE = {"type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+CONFIGS = {
+    "llama": lambda: LlamaConfig(**SMALL),
+    "gpt2": lambda: GPT2Config(
+        vocab_size=100, n_embd=32, n_layer=2, n_head=4, n_positions=64, **IDS
+    ),
+    "qwen2": lambda: Qwen2Config(**SMALL),
+    "mistral-window": lambda: MistralConfig(**SMALL, sliding_window=4),
+    "gemma3": lambda: Gemma3TextConfig(
+        **{**SMALL, "num_hidden_layers": 3},
+        head_dim=8,
+        sliding_window=4,
+        layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+    ),
+    "phi3-longrope": lambda: Phi3Config(
+        **SMALL, original_max_position_embeddings=16, rope_scaling=LONGROPE
+    ),
+    "llama-dynamic": lambda: LlamaConfig(
+        **{**SMALL, "max_position_embeddings": 16},
+        rope_parameters={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e4},
+    ),
+    "bloom": lambda: BloomConfig(
+        vocab_size=100, hidden_size=32, n_layer=2, n_head=4, **IDS
+    ),
+}
+
+
+def build(name):
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(CONFIGS[name]()).eval()
+
+
+def by_check(findings):
+    return {f.check: f for f in findings}
+
+
+@pytest.fixture(scope="module")
+def healthy():
+    return {name: by_check(doctor.diagnose(build(name))) for name in CONFIGS}
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_healthy_model_fails_no_check(healthy, name):
+    findings = healthy[name]
+    assert set(findings) == set(doctor.CHECKS)
+    failed = [str(f) for f in findings.values() if f.status == "fail"]
+    assert not failed, failed
+    for check in (
+        "right-padded batch",
+        "left-padded batch, generate",
+        "cached decoding",
+        "chunked prefill",
+    ):
+        assert findings[check].status == "pass", str(findings[check])
+
+
+def test_a_plain_forward_on_a_left_padded_batch_is_wrong_for_a_learned_table_only(
+    healthy,
+):
+    gpt2 = healthy["gpt2"]["left-padded batch, forward"]
+    assert gpt2.status == "warn" and gpt2.value > 0.01, str(gpt2)
+    assert "position_ids" in gpt2.detail
+    for name in ("llama", "qwen2", "bloom"):  # RoPE is relative; BLOOM counts the mask
+        assert healthy[name]["left-padded batch, forward"].status == "pass", name
+
+
+def test_packing_with_the_default_use_cache_leaks(healthy):
+    for name in ("llama", "qwen2", "mistral-window", "gpt2"):
+        assert healthy[name]["packed batch"].status == "pass", name
+        leak = healthy[name]["packed batch, default call"]
+        assert leak.status == "warn" and leak.value > 0.01, str(leak)
+        assert "use_cache=False" in leak.detail
+
+
+def test_architecture_specific_checks_run_where_they_apply(healthy):
+    assert healthy["mistral-window"]["sliding window"].status == "pass"
+    assert healthy["gemma3"]["sliding window"].status == "pass"
+    assert healthy["llama"]["sliding window"].status == "skip"
+    for name in ("llama-dynamic", "phi3-longrope"):
+        assert healthy[name]["dynamic scaling"].status == "warn", name
+    assert healthy["llama"]["dynamic scaling"].status == "skip"
+    assert healthy["bloom"]["packed batch"].status == "skip"  # no position_ids
+    assert healthy["bloom"]["float64 reference"].status == "warn"  # NaN in float64
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3", "phi3-longrope"])
+def test_bfloat16_position_buffers_are_caught(name):
+    model = build(name).to(torch.bfloat16)
+    found = by_check(doctor.diagnose(model, checks=["position buffers"]))
+    buffers = found["position buffers"]
+    assert buffers.status == "fail", str(buffers)
+    assert "inv_freq is bfloat16" in buffers.detail and buffers.value > 0
+
+
+def test_bfloat16_angle_error_at_position_1000_matches_the_review():
+    config = LlamaConfig(
+        **{
+            **SMALL,
+            "hidden_size": 128,
+            "num_attention_heads": 1,
+            "num_key_value_heads": 1,
+        },
+        rope_parameters={"rope_type": "default", "rope_theta": 5e5},
+    )
+    model = AutoModelForCausalLM.from_config(config).to(torch.bfloat16)
+    finding = doctor.check_position_buffers(model, position=1000)
+    assert 1.0 < finding.value < 3.0, finding  # 1.8 rad for head size 128, base 5e5
+
+
+def test_a_float32_model_passes_the_buffer_check(healthy):
+    assert healthy["llama"]["position buffers"].status == "pass"
+    assert healthy["gpt2"]["position buffers"].status == "skip"  # a learned table
+
+
+def test_dropped_positions_are_caught_by_cached_decoding(monkeypatch):
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.LlamaRotaryEmbedding.forward
+
+    def drop(self, x, position_ids):  # every call numbers its tokens from 0
+        return original(self, x, torch.arange(x.shape[1])[None])
+
+    monkeypatch.setattr(modeling_llama.LlamaRotaryEmbedding, "forward", drop)
+    found = by_check(doctor.diagnose(build("llama")))
+    assert found["cached decoding"].status == "fail", str(found["cached decoding"])
+    assert found["chunked prefill"].status == "fail"
+    assert found["left-padded batch, generate"].status == "fail"
+
+
+def test_dropped_positions_in_a_learned_table_are_caught(monkeypatch):
+    from transformers.models.gpt2 import modeling_gpt2
+
+    original = modeling_gpt2.GPT2Model.forward
+
+    def drop(self, *args, position_ids=None, **kwargs):
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(modeling_gpt2.GPT2Model, "forward", drop)
+    found = by_check(doctor.diagnose(build("gpt2")))
+    assert found["left-padded batch, generate"].status == "fail"
+    assert found["packed batch"].status == "fail"
+
+
+def test_a_mask_that_lets_documents_leak_is_caught(monkeypatch):
+    from transformers import masking_utils
+
+    monkeypatch.setattr(
+        masking_utils, "find_packed_sequence_indices", lambda *a, **k: None
+    )
+    found = by_check(doctor.diagnose(build("llama"), checks=["packed batch"]))
+    assert found["packed batch"].status == "fail", str(found["packed batch"])
+
+
+def tiny(position, **kwargs):
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=50,
+        dim=32,
+        num_heads=4,
+        num_layers=2,
+        max_len=64,
+        position=position,
+        **kwargs,
+    )
+    return TinyDecoder(config).eval()
+
+
+@pytest.mark.parametrize(
+    "position", ["rope", "learned", "sinusoidal", "alibi", "t5", "none"]
+)
+def test_the_tiny_decoder_is_healthy(position):
+    found = by_check(doctor.diagnose(tiny(position)))
+    assert not [f for f in found.values() if f.status == "fail"], found
+    assert found["packed batch"].status == "pass"
+    assert found["packed batch, default call"].status == "warn"  # needs its mask
+
+
+def test_the_tiny_decoder_with_a_window_passes_the_window_check():
+    found = by_check(doctor.diagnose(tiny("rope", rope_window=4)))
+    assert found["sliding window"].status == "pass", str(found["sliding window"])
+
+
+def test_the_tiny_decoder_with_dropped_cache_positions_fails(monkeypatch):
+    model = tiny("learned")
+    add = model._add_positions
+    monkeypatch.setattr(model, "_add_positions", lambda x, start: add(x, 0))
+    found = by_check(doctor.diagnose(model))
+    assert found["cached decoding"].status == "fail"
+    assert found["chunked prefill"].status == "fail"
+
+
+def test_the_tiny_decoder_in_bfloat16_fails_the_buffer_check():
+    found = doctor.check_position_buffers(tiny("sinusoidal").to(torch.bfloat16))
+    assert found.status == "fail" and "bfloat16" in found.detail
+
+
+def test_the_report_has_one_line_per_check_and_a_summary(healthy):
+    text = doctor.report(list(healthy["gpt2"].values()), title="gpt2")
+    lines = text.splitlines()
+    assert lines[0] == "gpt2" and len(lines) == len(doctor.CHECKS) + 2
+    assert lines[-1].startswith("0 failed, 2 warning(s)")
+
+
+def test_bad_input_gets_a_clear_error():
+    with pytest.raises(TypeError, match="model must be"):
+        doctor.diagnose("gpt2")
+    with pytest.raises(ValueError, match="lengths must be"):
+        doctor.diagnose(tiny("rope"), lengths=(4, 4))
+    with pytest.raises(ValueError, match="unknown checks"):
+        doctor.diagnose(tiny("rope"), checks=["positions"])
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        doctor.load("no/such/folder")
+
+
+def test_the_command_line_runs_on_a_config_and_on_a_checkpoint(tmp_path, capsys):
+    config_dir = tmp_path / "config"
+    CONFIGS["llama"]().save_pretrained(config_dir)
+    assert json.loads((config_dir / "config.json").read_text())["model_type"] == "llama"
+    assert doctor.main([str(config_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Position doctor: LlamaForCausalLM") and "0 failed" in out
+    checkpoint = tmp_path / "checkpoint"
+    build("gpt2").save_pretrained(checkpoint)
+    assert doctor.main([str(checkpoint), "--dtype", "bfloat16"]) == 0
+    assert "bfloat16" in capsys.readouterr().out
+
+
+def test_python_dash_m_on_a_bfloat16_checkpoint(tmp_path):
+    checkpoint = tmp_path / "bf16"
+    build("llama").to(torch.bfloat16).save_pretrained(checkpoint)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "companion.doctor",
+            str(checkpoint),
+            "--dtype",
+            "bfloat16",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    # from_pretrained(dtype=torch.bfloat16) keeps the buffers float32: the model passes.
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS  position buffers" in done.stdout
+    assert "within 1e-05" in done.stdout  # the float64 copy agrees with itself
+
+
+def test_the_command_line_exits_1_on_a_failed_check(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(
+        doctor, "load", lambda *a, **k: build("llama").to(torch.bfloat16)
+    )
+    assert doctor.main(["anything"]) == 1
+    assert "FAIL  position buffers" in capsys.readouterr().out
