@@ -12,7 +12,7 @@ TESTS  ?= tests book
 
 .PHONY: book test bench lab execute figures constraints clean
 .PHONY: site-test test-cpus
-.PHONY: student grade lab-train lab-check
+.PHONY: student grade lab-train lab-check doctor
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.11.5 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -73,6 +73,11 @@ lab-train: $(STAMP)
 # Retrain seed 0 of every configuration and check it against the record (CI runs this).
 lab-check: $(STAMP)
 	$(PY) -m companion.lab_runs check --only '$(LAB_ONLY)' $(if $(LAB_WORKERS),--workers $(LAB_WORKERS))
+
+# The position doctor on a local checkpoint folder or config.json (companion/doctor.py).
+doctor: $(STAMP)
+	@test -n "$(MODEL)" || { echo "usage: make doctor MODEL=path/to/checkpoint-or-config.json"; exit 2; }
+	$(PY) -m companion.doctor "$(MODEL)"
 
 # Re-execute notebooks in place and store their outputs (authors only): make execute NB=book/03_formula.ipynb
 NB ?= $(NOTEBOOKS)
