@@ -271,6 +271,30 @@ def _reference_inv_freqs(module) -> dict[str, torch.Tensor]:
     return out
 
 
+def restore_position_buffers(model) -> list[str]:
+    """Recompute, in float32, the RoPE frequencies of every ``transformers`` rotary
+    module of ``model`` (``inv_freq``, ``original_inv_freq`` and their per-layer-type
+    forms), as its ``__init__`` computed them; return the names of the buffers
+    rewritten. The fix for ``model.to(torch.bfloat16)``, which rounds them: casting them
+    back with ``.float()`` keeps the rounded values. Other position buffers (a
+    TinyDecoder's cos/sin tables) are not recomputed: rebuild that model instead."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    done = []
+    for mod_name, module in model.named_modules():
+        refs = _reference_inv_freqs(module)
+        for buf_name, buf in list(module.named_buffers(recurse=False)):
+            key = buf_name if buf_name in refs else None
+            if key is None and buf_name.endswith("inv_freq"):
+                original = buf_name.replace("inv_freq", "original_inv_freq")
+                key = original if original in refs else None
+            if key is None:
+                continue
+            setattr(module, buf_name, refs[key].clone().to(buf.device))
+            done.append(f"{mod_name}.{buf_name}" if mod_name else buf_name)
+    return done
+
+
 def check_position_buffers(model, position: int | None = None) -> Finding:
     """Every floating-point buffer that holds positions (RoPE frequencies, cos/sin
     tables, sinusoidal tables, ALiBi slopes) must be float32 or float64:
@@ -308,7 +332,8 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
             "fail",
             ", ".join(low)
             + (angle if worst else "")
-            + ": cast them back with buffer.data = buffer.data.float() "
+            + ": the values are rounded, so .float() does not restore them; "
+            "doctor.restore_position_buffers(model) recomputes them in float32 "
             "(from_pretrained(dtype=...) keeps them float32)",
             worst,
         )

@@ -131,6 +131,19 @@ def test_bfloat16_position_buffers_are_caught(name):
     assert "inv_freq is bfloat16" in buffers.detail and buffers.value > 0
 
 
+@pytest.mark.parametrize("name", ["llama", "gemma3", "phi3-longrope", "llama-dynamic"])
+def test_restore_position_buffers_undoes_a_bfloat16_cast(name):
+    model = build(name)
+    before = {n: b.clone() for n, b in model.named_buffers() if "inv_freq" in n}
+    model.to(torch.bfloat16)
+    restored = doctor.restore_position_buffers(model)
+    assert sorted(restored) == sorted(before)
+    after = dict(model.named_buffers())
+    for n, b in before.items():
+        assert after[n].dtype == torch.float32 and torch.equal(after[n], b), n
+    assert doctor.check_position_buffers(model).status == "pass"
+
+
 def test_bfloat16_angle_error_at_position_1000_matches_the_review():
     config = LlamaConfig(
         **{
