@@ -18,7 +18,17 @@ The conventions are those of Hugging Face ``transformers``: the position id of a
 in a padded row counts the real tokens before it, and padding gets 0
 (``GenerationMixin._prepare_position_ids_for_generation``); a new document starts
 wherever a position id is not the previous one plus 1
-(``masking_utils.find_packed_sequence_indices``).
+(``masking_utils.find_packed_sequence_indices``); a packed row's labels carry -100 on
+the first token of every document (``DataCollatorWithFlattening``).
+
+Two more layouts put tokens where their index is not their position:
+
+* **Shards** of one long sequence on several devices (sequence or context
+  parallelism): each shard keeps the global positions of its tokens
+  (:func:`shard_position_ids`; the zigzag layout is PyTorch's head-tail load balancer).
+* **Token trees** of speculative decoding: candidates for the next tokens, flattened
+  into one row; a candidate's position is the accepted length plus its depth in the
+  tree, and it sees only its ancestors (:func:`token_tree`).
 """
 
 from __future__ import annotations
@@ -30,6 +40,7 @@ import torch
 from companion import _checks
 
 SIDES = ("right", "left")
+SHARD_LAYOUTS = ("contiguous", "zigzag")
 
 
 def _integer_tensor(
@@ -342,3 +353,132 @@ def attention_allowed(attention_mask: torch.Tensor, q_len: int) -> torch.Tensor:
     keys = torch.arange(k_len, device=attention_mask.device)
     queries = keys[k_len - q_len :, None]  # (q, 1): each query's own key
     return (pairs & (keys <= queries)) | (keys == queries)
+
+
+def packed_labels(
+    input_ids: torch.Tensor, position_ids: torch.Tensor, *, ignore_index: int = -100
+) -> torch.Tensor:
+    """Labels of packed rows for a causal language-model loss: no target crosses a
+    document boundary.
+
+    The labels are the tokens themselves, with ``ignore_index`` on the first token of
+    every document, as ``transformers``' ``DataCollatorWithFlattening`` writes them
+    (its ``separator_id``). The causal-LM losses of ``transformers`` shift the labels
+    inside (the logits at token ``t`` are scored against label ``t + 1``), so the
+    ignored label is the target the last token of the previous document would
+    otherwise be trained to predict: the first token of an unrelated document.
+
+    Args:
+        input_ids: integer ``(b, n)``, the packed rows.
+        position_ids: integer ``(b, n)``; a document starts wherever a position is not
+            the previous one plus 1, e.g. from :func:`pack`.
+        ignore_index: the label the loss skips (PyTorch's cross-entropy default).
+
+    Returns:
+        int64 ``(b, n)``.
+    """
+    input_ids = _integer_tensor("input_ids", input_ids, ndim=2, shape="(batch, seq)")
+    if not isinstance(position_ids, torch.Tensor):
+        raise TypeError(
+            "position_ids must be a torch.Tensor of the same shape as input_ids "
+            f"{tuple(input_ids.shape)}, got {type(position_ids).__name__}"
+        )
+    if position_ids.shape != input_ids.shape:
+        raise ValueError(
+            "position_ids must have the same shape as input_ids "
+            f"{tuple(input_ids.shape)}, got {tuple(position_ids.shape)}"
+        )
+    ignore_index = _checks.integer("ignore_index", ignore_index)
+    documents = document_ids_from_position_ids(position_ids)
+    starts = torch.ones(documents.shape, dtype=torch.bool, device=documents.device)
+    starts[:, 1:] = documents[:, 1:] != documents[:, :-1]
+    return input_ids.long().masked_fill(starts, ignore_index)
+
+
+def shard_position_ids(
+    length: int, world_size: int, rank: int, *, layout: str = "contiguous"
+) -> torch.Tensor:
+    """The global positions of the tokens one device holds when a sequence is split
+    across ``world_size`` devices (sequence or context parallelism).
+
+    Each shard must be run with these positions, not with ``0, 1, ...`` of its own:
+    the shards are pieces of one sequence.
+
+    * ``"contiguous"``: rank ``r`` holds the ``r``-th of ``world_size`` equal slices,
+      as ``torch.arange(length).chunk(world_size)[r]``.
+    * ``"zigzag"``: the sequence is cut into ``2 * world_size`` chunks and rank ``r``
+      holds chunk ``r`` and chunk ``2 * world_size - 1 - r``, so that every rank gets
+      as much causal attention work (ring attention's zigzag layout, PyTorch's
+      ``_HeadTailLoadBalancer``). Tokens and positions must be permuted together.
+
+    Args:
+        length: tokens in the whole sequence.
+        world_size: devices the sequence is split across.
+        rank: this device, ``0 .. world_size - 1``.
+        layout: ``"contiguous"`` or ``"zigzag"``.
+
+    Returns:
+        int64 ``(length // world_size,)``: positions in the whole sequence, in the order
+        the shard holds its tokens.
+    """
+    length = _checks.positive_int("length", length)
+    world_size = _checks.positive_int("world_size", world_size)
+    rank = _checks.integer("rank", rank)
+    layout = _checks.choice("layout", layout, SHARD_LAYOUTS)
+    if not 0 <= rank < world_size:
+        raise ValueError(
+            f"rank must be in 0 .. world_size - 1 = {world_size - 1}, got {rank}"
+        )
+    pieces = world_size if layout == "contiguous" else 2 * world_size
+    if length % pieces:
+        raise ValueError(
+            f"the {layout} layout cuts the sequence into {pieces} equal pieces, but "
+            f"length={length} is not a multiple of {pieces}; pad the sequence to "
+            f"{-(-length // pieces) * pieces} tokens"
+        )
+    size = length // pieces
+    if layout == "contiguous":
+        return torch.arange(rank * size, (rank + 1) * size)
+    tail = 2 * world_size - 1 - rank
+    head = torch.arange(rank * size, (rank + 1) * size)
+    return torch.cat([head, torch.arange(tail * size, (tail + 1) * size)])
+
+
+def token_tree(parents: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Depths and attention mask of a tree of candidate tokens, flattened into a row.
+
+    Tree-based speculative decoding verifies several continuations at once: the
+    candidates are put in one row, each with the index of its parent (``-1`` for a
+    candidate that follows the accepted text directly). A candidate's position is the
+    number of accepted tokens plus its depth, not its index in the row, and it may
+    attend to the accepted tokens, its ancestors and itself only.
+
+    Args:
+        parents: ``t`` ints; ``parents[i]`` is ``-1`` or the index of an earlier
+            candidate.
+
+    Returns:
+        ``(depths, allowed)``: int64 ``(t,)``, 0 for the first candidates after the
+        accepted text; bool ``(t, t)``, ``allowed[i, j]`` when candidate ``j`` is
+        candidate ``i`` or one of its ancestors.
+    """
+    if isinstance(parents, torch.Tensor):
+        parents = parents.tolist()
+    if not isinstance(parents, (list, tuple)) or not parents:
+        raise TypeError(
+            "parents must be a non-empty list of ints (-1 for a candidate right after "
+            f"the accepted text), got {parents!r}"
+        )
+    depths: list[int] = []
+    allowed = torch.eye(len(parents), dtype=torch.bool)
+    for i, parent in enumerate(parents):
+        parent = _checks.integer(f"parents[{i}]", parent)
+        if not -1 <= parent < i:
+            raise ValueError(
+                f"parents[{i}] must be -1 or the index of an earlier candidate "
+                f"(0 .. {i - 1}), got {parent}; list parents before their children"
+            )
+        depths.append(0 if parent == -1 else depths[parent] + 1)
+        if parent >= 0:
+            allowed[i] |= allowed[parent]
+    return torch.tensor(depths), allowed

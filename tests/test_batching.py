@@ -7,7 +7,8 @@ of the same sequence run alone, for every position scheme.
 
 import pytest
 import torch
-from transformers import LlamaConfig
+from torch.distributed.tensor.experimental._context_parallel._load_balancer import _HeadTailLoadBalancer
+from transformers import DataCollatorWithFlattening, LlamaConfig
 from transformers.generation.utils import GenerationMixin
 from transformers.masking_utils import (
     create_causal_mask,
@@ -23,9 +24,12 @@ from companion.batching import (
     document_ids_from_position_ids,
     pack,
     packed_attention_mask,
+    packed_labels,
     packed_position_ids,
     pad_batch,
     position_ids_from_attention_mask,
+    shard_position_ids,
+    token_tree,
     unpad,
 )
 from companion.model import ABSOLUTE, SCHEMES, ModelConfig, TinyDecoder
@@ -191,6 +195,52 @@ def test_pad_batch_and_pack_by_hand():
     tokens, mask = pad_batch([[5, 6, 7], [8]], side="left")
     rows = unpad(torch.stack([tokens, 10 * tokens], dim=-1), mask)  # (b, s, 2): extra dimensions are kept
     assert [r.tolist() for r in rows] == [[[5, 50], [6, 60], [7, 70]], [[8, 80]]]
+
+
+@pytest.mark.parametrize("start", [0, 2])  # 2: RoBERTa-like models number from padding_idx + 1
+def test_packed_labels_are_those_of_data_collator_with_flattening(start):
+    seqs = sequences()
+    batch = DataCollatorWithFlattening(position_ids_start=start)([{"input_ids": s.tolist()} for s in seqs])
+    tokens, positions = pack(seqs)
+    torch.testing.assert_close(batch["position_ids"], positions + start, rtol=0, atol=0)
+    torch.testing.assert_close(packed_labels(batch["input_ids"], batch["position_ids"]), batch["labels"],
+                               rtol=0, atol=0)
+    other = DataCollatorWithFlattening(separator_id=-1)([{"input_ids": s.tolist()} for s in seqs])
+    torch.testing.assert_close(packed_labels(tokens, positions, ignore_index=-1), other["labels"], rtol=0, atol=0)
+
+
+def test_packed_labels_per_row_of_a_batch():
+    tokens = torch.tensor([[5, 6, 7, 8], [1, 2, 3, 4]])
+    positions = torch.tensor([[0, 1, 0, 1], [0, 1, 2, 3]])
+    assert packed_labels(tokens, positions).tolist() == [[-100, 6, -100, 8], [-100, 2, 3, 4]]
+
+
+@pytest.mark.parametrize("length, world_size", [(8, 2), (12, 2), (24, 3), (16, 4), (4, 1)])
+def test_zigzag_shards_are_pytorchs_head_tail_load_balancer(length, world_size):
+    theirs = _HeadTailLoadBalancer(length, world_size, "cpu")._generate_indices()[0].view(world_size, -1)
+    for rank in range(world_size):
+        torch.testing.assert_close(shard_position_ids(length, world_size, rank, layout="zigzag"),
+                                   theirs[rank].long(), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "zigzag"])
+def test_shards_cover_the_sequence_once(layout):
+    shards = [shard_position_ids(12, 3 if layout == "contiguous" else 2, r, layout=layout)
+              for r in range(3 if layout == "contiguous" else 2)]
+    assert sorted(torch.cat(shards).tolist()) == list(range(12))
+    if layout == "contiguous":
+        for rank, shard in enumerate(shards):
+            torch.testing.assert_close(shard, torch.arange(12).chunk(3)[rank], rtol=0, atol=0)
+
+
+def test_token_tree_depths_and_ancestors():
+    depths, allowed = token_tree([-1, -1, 0, 1, 2])
+    assert depths.tolist() == [0, 0, 1, 1, 2]
+    assert allowed.int().tolist() == [[1, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 0, 1, 0, 0], [0, 1, 0, 1, 0],
+                                      [1, 0, 1, 0, 1]]
+    depths, allowed = token_tree(torch.tensor([-1, 0, 1]))  # a chain is an ordinary causal row
+    assert depths.tolist() == [0, 1, 2]
+    torch.testing.assert_close(allowed, torch.ones(3, 3, dtype=torch.bool).tril(), rtol=0, atol=0)
 
 
 # ---- the model: every real token gets the logits it has alone ----------------------------------
@@ -413,6 +463,21 @@ def test_with_a_cache_the_mask_must_cover_the_cached_tokens():
         (lambda: attention_allowed(torch.ones(2, 2, 3, dtype=torch.bool), 3), ValueError, r"\(batch, 3, keys\)"),
         (lambda: attention_allowed(torch.ones(3, dtype=torch.long), 3), ValueError, r"\(batch, keys\)"),
         (lambda: unpad(torch.zeros(2, 4, 3), torch.ones(2, 5, dtype=torch.long)), ValueError, r"\(2, 5\) \+ \(\.\.\.\)"),
+        (lambda: packed_labels(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, 4, dtype=torch.long)), ValueError,
+         r"same shape as input_ids \(1, 3\)"),
+        (lambda: packed_labels(torch.ones(1, 3, dtype=torch.long), [[0, 1, 2]]), TypeError,
+         "position_ids must be a torch.Tensor"),
+        (lambda: packed_labels(torch.ones(1, 3), torch.zeros(1, 3, dtype=torch.long)), TypeError, "input_ids must hold"),
+        (lambda: packed_labels(torch.ones(1, 3, dtype=torch.long), torch.zeros(1, 3, dtype=torch.long), ignore_index=0.5),
+         TypeError, "ignore_index must be an integer"),
+        (lambda: shard_position_ids(10, 4, 0), ValueError, r"not a multiple of 4; pad the sequence to 12"),
+        (lambda: shard_position_ids(12, 4, 0, layout="zigzag"), ValueError, r"8 equal pieces.*to 16 tokens"),
+        (lambda: shard_position_ids(12, 2, 2), ValueError, r"rank must be in 0 \.\. world_size - 1 = 1"),
+        (lambda: shard_position_ids(12, 2, 0, layout="ring"), ValueError, "layout must be one of 'contiguous'"),
+        (lambda: shard_position_ids(12, 0, 0), ValueError, "world_size must be a positive integer"),
+        (lambda: token_tree([]), TypeError, "non-empty list"),
+        (lambda: token_tree([-1, 1]), ValueError, r"parents\[1\] must be -1 or the index of an earlier"),
+        (lambda: token_tree([-1, 0.0]), TypeError, r"parents\[1\] must be an integer"),
     ],
 )
 def test_bad_arguments_of_the_functions(call, error, words):
