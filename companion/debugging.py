@@ -5,13 +5,22 @@ numbers (or raises, for :func:`check_position_table`, which guards a slice):
 
 * :func:`check_position_table`: is the table ``(max_len, d)``, and long enough for the
   input?
-* :func:`embedding_scale_report`: how large are the token part and the position part?
+* :func:`embedding_scale_report`: how large are the token part and the position part
+  (of a :class:`~companion.model.TinyDecoder` or a transformers model with a learned
+  table)?
 * :func:`dropout_report`: was dropout applied once, after the sum, with its own mask per
   sequence?
 * :func:`find_position_offset`: which row of a reference table does position 0 read?
-* :func:`rope_partners`: which features does a RoPE implementation rotate together?
+* :func:`rope_partners`: which features does a RoPE implementation rotate together
+  (:func:`transformers_rotate` wraps transformers' own RoPE code for it)?
+  :func:`permute_rotary_rows` moves a checkpoint's ``W_Q`` and ``W_K`` rows to the
+  other pairing, per head, with grouped-query attention and partial rotary.
 * :func:`distance_profile`: what a causal query's bias (or bucket) is at each distance.
-* :func:`check_position_ids`: do the real tokens of every row count 0, 1, 2, ...?
+* :func:`check_position_ids`: is every real token's position the number of real tokens
+  before it, at prefill, in a cached step, or within each document of a packed row?
+* :func:`low_precision_buffers`: which floating-point buffers (RoPE's ``inv_freq``) a
+  cast such as ``model.to(torch.bfloat16)`` rounded; :func:`to_keeping_buffers` casts
+  the parameters and keeps the buffers.
 
 The training side (:func:`checklist_runs`) trains :class:`~companion.model.TinyDecoder`
 models in :func:`companion.lab.run_parallel` workers, one setting and seed per run.
@@ -46,10 +55,14 @@ __all__ = [
     "find_position_offset",
     "shift_positions",
     "rope_partners",
+    "transformers_rotate",
     "layout_of_partners",
     "with_rope_layout",
+    "permute_rotary_rows",
     "distance_profile",
     "check_position_ids",
+    "low_precision_buffers",
+    "to_keeping_buffers",
     "train_and_evaluate",
     "checklist_runs",
 ]
@@ -119,33 +132,81 @@ def check_position_table(table, seq_len: int):
 
 # ---- 2. the scale of E against P -----------------------------------------------------
 
-def embedding_scale_report(model: TinyDecoder, seq_len: int) -> dict[str, float]:
+# The names transformers gives a learned table of absolute positions: GPT-2 and GPT-Neo
+# (wpe), BERT and its relatives (position_embeddings), OPT, BART and others
+# (embed_positions).
+POSITION_TABLE_NAMES = ("wpe", "position_embeddings", "embed_positions")
+
+
+def _learned_position_table(model: torch.nn.Module) -> torch.Tensor:
+    """The rows a transformers model adds for positions 0, 1, ...: its one
+    ``nn.Embedding`` named like :data:`POSITION_TABLE_NAMES`, after its offset."""
+    tables = [
+        module
+        for name, module in model.named_modules()
+        if name.rsplit(".", 1)[-1] in POSITION_TABLE_NAMES
+        and isinstance(module, torch.nn.Embedding)
+    ]
+    if len(tables) != 1:
+        raise ValueError(
+            f"model has {len(tables)} learned position tables (nn.Embedding modules "
+            f"named {', '.join(POSITION_TABLE_NAMES)}); the report needs exactly one. "
+            "Models with RoPE, ALiBi or a relative bias add nothing to the tokens, so "
+            "there is no scale to compare"
+        )
+    offset = getattr(tables[0], "offset", 0)  # OPT reads row position + 2
+    return tables[0].weight.detach()[offset:]
+
+
+def embedding_scale_report(
+    model: torch.nn.Module, seq_len: int, *, token_scale: float | None = None
+) -> dict[str, float]:
     """Standard deviations of the two parts of ``x = scale * E[token] + P[position]``.
 
-    The token part is measured over the whole vocabulary, after the model's ``sqrt(d)``
-    scale (if it has one); the position part over the rows ``0 .. seq_len - 1`` of its
-    absolute table. Both are population standard deviations of all entries, in float64.
+    The token part is measured over the whole vocabulary, after the scale; the position
+    part over the rows that positions ``0 .. seq_len - 1`` read. Both are population
+    standard deviations of all entries, in float64.
 
     Args:
         model: a :class:`~companion.model.TinyDecoder` with ``position`` in
-            ``("sinusoidal", "learned")`` and ``combine="add"``.
+            ``("sinusoidal", "learned")`` and ``combine="add"``; or a transformers
+            model with one learned position table (GPT-2, BERT, OPT, ...: an
+            ``nn.Embedding`` named ``wpe``, ``position_embeddings`` or
+            ``embed_positions``; OPT's offset of 2 rows is skipped) and
+            ``get_input_embeddings()``.
         seq_len: how many positions the model is run on.
+        token_scale: the factor the forward multiplies the token vectors by. By
+            default the TinyDecoder's ``embed_scale``, and for a transformers model the
+            ``embed_scale`` of its input embedding if it has one (M2M100, Gemma), else
+            1 (GPT-2, BERT, OPT).
 
     Returns:
         ``{"token_std", "position_std", "ratio"}`` with
         ``ratio = token_std / position_std``: near 1 the parts are comparable; far above
         1 the positions are drowned by the tokens.
     """
-    if not isinstance(model, TinyDecoder):
-        raise TypeError(f"model must be a TinyDecoder, got {type(model).__name__}")
-    config = model.config
-    if config.position not in ABSOLUTE or config.combine != "add":
-        raise ValueError(
-            "the report compares an added absolute table with the tokens; this model "
-            f"has position={config.position!r}, combine={config.combine!r}"
+    if isinstance(model, TinyDecoder):
+        config = model.config
+        if config.position not in ABSOLUTE or config.combine != "add":
+            raise ValueError(
+                "the report compares an added absolute table with the tokens; this "
+                f"model has position={config.position!r}, combine={config.combine!r}"
+            )
+        table, words = model.position.table.detach(), model.token
+        default_scale = model.embed_scale
+    elif isinstance(model, torch.nn.Module) and hasattr(model, "get_input_embeddings"):
+        table, words = _learned_position_table(model), model.get_input_embeddings()
+        default_scale = float(getattr(words, "embed_scale", 1.0))
+    else:
+        raise TypeError(
+            "model must be a TinyDecoder or a transformers model with a learned "
+            f"position table, got {type(model).__name__}"
         )
-    rows = check_position_table(model.position.table.detach(), seq_len)  # (s, d)
-    tokens = model.token.weight.detach().double() * model.embed_scale  # (V, d)
+    scale = default_scale if token_scale is None else token_scale
+    if _checks.real("token_scale", scale) <= 0:
+        raise ValueError(f"token_scale must be positive, got {scale}")
+    rows = check_position_table(table, seq_len)  # (s, d)
+    tokens = words.weight.detach().double() * scale  # (V, d)
     token_std, position_std = (
         tokens.std(unbiased=False).item(),
         rows.double().std(unbiased=False).item(),
@@ -311,6 +372,41 @@ def rope_partners(
     return moved.int().argmax(dim=1).numpy().astype(np.int64)
 
 
+def transformers_rotate(
+    rotary_emb: torch.nn.Module, apply_rotary_pos_emb: Callable
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """A ``rotate(x, positions)`` for :func:`rope_partners`, from transformers' code.
+
+    Args:
+        rotary_emb: a rotary module of the Llama family (``LlamaRotaryEmbedding``,
+            ``GPTNeoXRotaryEmbedding``, ...): called as ``rotary_emb(x, position_ids)``,
+            it returns ``(cos, sin)`` of shape ``(batch, seq, head_dim)``.
+        apply_rotary_pos_emb: the function of the same modeling file,
+            ``(q, k, cos, sin) -> (q, k)`` on ``(batch, heads, seq, head_dim)``.
+
+    Returns:
+        A function of ``x (n, s, d)`` and int64 ``positions (s,)`` that returns the
+        rotated ``x``: the query of one head, as the library rotates it.
+    """
+    if not isinstance(rotary_emb, torch.nn.Module):
+        raise TypeError(
+            "rotary_emb must be a transformers rotary module such as "
+            f"LlamaRotaryEmbedding, got {type(rotary_emb).__name__}"
+        )
+    if not callable(apply_rotary_pos_emb):
+        raise TypeError(
+            "apply_rotary_pos_emb must be the modeling file's function (q, k, cos, "
+            f"sin) -> (q, k), got {type(apply_rotary_pos_emb).__name__}"
+        )
+
+    def rotate(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        cos, sin = rotary_emb(x, positions[None])  # (1, s, d)
+        q = x[:, None]  # (n, 1 head, s, d)
+        return apply_rotary_pos_emb(q, q, cos, sin)[0][:, 0]
+
+    return rotate
+
+
 def layout_of_partners(partners) -> str | None:
     """``"interleaved"``, ``"halves"`` or None for a ``(d,)`` array from
     :func:`rope_partners`."""
@@ -368,6 +464,56 @@ def with_rope_layout(
     return ported
 
 
+def permute_rotary_rows(
+    weight: torch.Tensor, num_heads: int, *, to: str, rotary_dim: int | None = None
+) -> torch.Tensor:
+    """Reorder the rows of a query or key projection between RoPE layouts, head by head.
+
+    The rows of ``W_Q`` and ``W_K`` (and of their biases) that feed the rotated features
+    are permuted within every head, as :func:`~companion.rope.permute_qk_weights` does;
+    with partial rotary only the first ``rotary_dim`` features of each head are rotated
+    (GPT-NeoX, Phi), and only those rows move. Pass the heads of the projection: the
+    query heads for ``W_Q``, the key-value heads for ``W_K`` under grouped-query
+    attention (``num_key_value_heads`` in transformers).
+
+    Args:
+        weight: ``(h * head_dim, in_features)`` weight of an ``nn.Linear``, or its
+            ``(h * head_dim,)`` bias.
+        num_heads: the number of heads ``h`` of this projection.
+        to: ``"halves"`` (from interleaved) or ``"interleaved"`` (from halves).
+        rotary_dim: how many features of each head are rotated (even); None for all.
+
+    Returns:
+        A new tensor of the same shape.
+    """
+    if not isinstance(weight, torch.Tensor) or weight.ndim not in (1, 2):
+        raise TypeError(
+            "weight must be a torch.Tensor (h * head_dim, in_features) or a bias "
+            f"(h * head_dim,), got {getattr(weight, 'shape', type(weight).__name__)}"
+        )
+    num_heads = _checks.positive_int("num_heads", num_heads)
+    if weight.shape[0] % num_heads:
+        raise ValueError(
+            f"num_heads={num_heads} must divide the {weight.shape[0]} rows of weight; "
+            "for W_K under grouped-query attention pass num_key_value_heads"
+        )
+    head_dim = weight.shape[0] // num_heads
+    rotary = (
+        head_dim if rotary_dim is None else _checks.even_int("rotary_dim", rotary_dim)
+    )
+    if rotary > head_dim:
+        raise ValueError(
+            f"rotary_dim={rotary} is more than the {head_dim} features of a head"
+        )
+    rest = tuple(weight.shape[1:])
+    heads = weight.reshape(num_heads, head_dim, *rest)
+    rotated = permute_qk_weights(
+        heads[:, :rotary].reshape(num_heads * rotary, *rest), num_heads, to=to
+    )
+    out = torch.cat([rotated.reshape(num_heads, rotary, *rest), heads[:, rotary:]], 1)
+    return out.reshape(weight.shape)
+
+
 # ---- 6. the sign of relative offsets -------------------------------------------------
 
 def distance_profile(values) -> np.ndarray:
@@ -404,34 +550,140 @@ def distance_profile(values) -> np.ndarray:
 
 # ---- 7. padding and position ids -----------------------------------------------------
 
-def check_position_ids(position_ids, attention_mask) -> None:
-    """Raise if the real tokens of some row are not numbered ``0, 1, 2, ...``.
+def check_position_ids(
+    position_ids,
+    attention_mask=None,
+    *,
+    packed: bool = False,
+    padding_min: int | None = 0,
+) -> None:
+    """Raise if some real token's position is not the number of real tokens before it.
+
+    This is what transformers' ``generate`` passes, and what a model needs whatever
+    the padding side. Three cases:
+
+    * prefill: ``position_ids (b, s)`` and ``attention_mask (b, s)``, with padding (0)
+      on either side; the real tokens of every row count ``0, 1, 2, ...``;
+    * a cached continuation (a decode step, or a chunk of a chunked prefill):
+      ``position_ids (b, s)`` for the ``s`` new tokens and ``attention_mask (b, k)``
+      over the ``k >= s`` cached and new tokens, as ``generate`` passes them; the new
+      tokens continue the count of real tokens in the cache;
+    * a packed row (``packed=True``, no cache): positions restart at 0 where a document
+      starts and go up by 1 otherwise.
 
     Args:
-        position_ids: integer ``(b, s)``, the positions the model will use.
-        attention_mask: ``(b, s)`` of 1 (token) and 0 (padding), on either side.
+        position_ids: integer ``(b, s)``, or ``(1, s)`` for every row.
+        attention_mask: ``(b, k)`` of 1 (token) and 0 (padding), ``k >= s``; None
+            means no padding and no cache.
+        packed: whether a row may hold several documents.
+        padding_min: the smallest position a padding token may have; a table lookup at
+            -1 reads the table's last row (``nn.Embedding`` raises). OPT writes -1 on
+            padding and adds 2 to every position: pass -1 or None (no check) for it.
 
-    With left padding, ``arange(s)`` numbers a row's first real token by its amount of
-    padding; positions computed from the mask (``mask.cumsum(-1) - 1`` on the real
-    tokens) start every row at 0.
+    The positions from the mask, ``(mask.cumsum(-1) - 1).clamp(min=0)[:, -s:]``, pass;
+    without ``clamp`` left padding gets -1.
     """
     ids = _array("position_ids", position_ids, ndim=2, shape="(b, s)")
-    mask = _array("attention_mask", attention_mask, ndim=2, shape="(b, s)")
-    if ids.shape != mask.shape:
+    if not np.array_equal(ids, np.round(ids)):
+        raise ValueError("position_ids must hold whole numbers")
+    if attention_mask is None:
+        mask = np.ones(ids.shape)
+    else:
+        mask = _array("attention_mask", attention_mask, ndim=2, shape="(b, k)")
+    if ids.shape[0] == 1:
+        ids = np.repeat(ids, mask.shape[0], axis=0)
+    s, k = ids.shape[1], mask.shape[1]
+    if ids.shape[0] != mask.shape[0] or k < s:
         raise ValueError(
-            f"position_ids {ids.shape} and attention_mask {mask.shape} must have the "
-            "same shape"
+            f"position_ids {ids.shape} needs an attention_mask (b, k) with the same b "
+            f"and k >= {s} (the cached and the new tokens), got {mask.shape}"
         )
     if not np.all((mask == 0) | (mask == 1)):
         raise ValueError("attention_mask must hold only 0 (padding) and 1 (token)")
-    for row, (pos, keep) in enumerate(zip(ids, mask.astype(bool))):
-        expected = np.arange(keep.sum())
-        if not np.array_equal(pos[keep], expected):
+    if not isinstance(packed, bool):
+        raise TypeError(f"packed must be True or False, got {packed!r}")
+    if packed and k > s:
+        raise ValueError(
+            "packed=True checks whole rows; this mask also covers cached tokens "
+            f"(k = {k} > s = {s})"
+        )
+    if padding_min is not None:
+        padding_min = _checks.integer("padding_min", padding_min)
+    cached = mask[:, : k - s].sum(axis=1)
+    hint = "(mask.cumsum(-1) - 1).clamp(min=0)" + (f"[:, -{s}:]" if k > s else "")
+    for row, (pos, keep) in enumerate(zip(ids, mask[:, k - s :].astype(bool))):
+        low = pos[~keep]
+        if padding_min is not None and low.size and low.min() < padding_min:
             raise ValueError(
-                f"row {row}: its {keep.sum()} real tokens have positions "
-                f"{pos[keep][:4].astype(int).tolist()}..., not 0, 1, 2, ...; compute "
-                "position ids from the mask, e.g. mask.cumsum(-1) - 1"
+                f"row {row}: a padding token has position {int(low.min())}, below "
+                f"{padding_min}: a table lookup at -1 reads the last row; clamp them, "
+                f"{hint}"
             )
+        got = pos[keep]
+        if packed:
+            steps = np.diff(got)
+            if got.size and (got[0] != 0 or np.any((steps != 1) & (got[1:] != 0))):
+                raise ValueError(
+                    f"row {row}: positions {got[:8].astype(int).tolist()}... do not "
+                    "start at 0 and go up by 1 within each document (a restart at 0 "
+                    "starts a document)"
+                )
+            continue
+        start = int(cached[row])
+        expected = start + np.arange(keep.sum())
+        if not np.array_equal(got, expected):
+            shown = got[:4].astype(int).tolist()
+            where = f"after {start} cached real tokens " if k > s else ""
+            restart = got.size > 1 and got[0] == 0 and np.any(got[1:] == 0)
+            raise ValueError(
+                f"row {row}: its {keep.sum()} real tokens {where}have positions "
+                f"{shown}..., not {start}, {start + 1}, {start + 2}, ...; compute "
+                f"position ids from the mask, {hint}"
+                + ("; if the row packs documents, pass packed=True" if restart else "")
+            )
+
+
+# ---- 8. the dtype of position buffers ----------------------------------------------
+
+def low_precision_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
+    """The floating-point buffers of ``model`` stored in less than float32.
+
+    ``model.to(torch.bfloat16)``, ``.half()`` and ``.bfloat16()`` cast buffers with the
+    parameters, among them the ``inv_freq`` of transformers' rotary modules: the angle
+    ``m * inv_freq`` then carries bfloat16's relative error of up to 2**-8, radians
+    at positions in the thousands. An empty dict means no buffer was rounded.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return {
+        name: buffer.dtype
+        for name, buffer in model.named_buffers(remove_duplicate=False)
+        if buffer.is_floating_point() and torch.finfo(buffer.dtype).bits < 32
+    }
+
+
+def to_keeping_buffers(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """``model.to(dtype)``, then every floating-point buffer put back as it was.
+
+    The parameters are cast; buffers such as RoPE's ``inv_freq`` keep their float32
+    values, as ``from_pretrained(..., dtype=...)`` leaves them. (Casting a rounded
+    buffer back to float32 afterwards would not undo the rounding.) Returns ``model``,
+    changed in place like ``.to()``.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
+    kept = {
+        name: buffer
+        for name, buffer in model.named_buffers(remove_duplicate=False)
+        if buffer.is_floating_point()
+    }
+    model.to(dtype)
+    for name, buffer in kept.items():
+        owner, _, attr = name.rpartition(".")
+        model.get_submodule(owner)._buffers[attr] = buffer
+    return model
 
 
 # ---- training runs -------------------------------------------------------------------

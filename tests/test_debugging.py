@@ -83,6 +83,47 @@ def test_scale_report_bad_arguments():
         debugging.embedding_scale_report(_model(position="sinusoidal"), 65)
 
 
+def _gpt2(seed=0):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=64,
+                        bos_token_id=1, eos_token_id=1)
+    return GPT2LMHeadModel(config).double().eval()
+
+
+def test_scale_report_of_transformers_models_with_a_learned_table():
+    from transformers import OPTConfig, OPTForCausalLM
+
+    gpt2 = _gpt2()
+    report = debugging.embedding_scale_report(gpt2, 16)
+    assert report["position_std"] == pytest.approx(gpt2.transformer.wpe.weight[:16].std(unbiased=False).item())
+    assert report["token_std"] == pytest.approx(gpt2.transformer.wte.weight.std(unbiased=False).item())
+    assert 0.8 < report["ratio"] < 1.25  # both tables drawn with std 0.02, no sqrt(d)
+    assert debugging.embedding_scale_report(gpt2, 16, token_scale=2.0)["ratio"] == pytest.approx(2 * report["ratio"])
+    torch.manual_seed(0)
+    opt = OPTForCausalLM(OPTConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, ffn_dim=32,
+                                   vocab_size=50, max_position_embeddings=8, word_embed_proj_dim=16))
+    with torch.no_grad():
+        opt.model.decoder.embed_positions.weight[:2] = 100.0  # OPT never reads rows 0 and 1
+    assert debugging.embedding_scale_report(opt, 8)["position_std"] < 1.0
+    with pytest.raises(ValueError, match="max_len >= 9"):
+        debugging.embedding_scale_report(opt, 9)
+
+
+def test_scale_report_refuses_transformers_models_without_a_table():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    llama = LlamaForCausalLM(LlamaConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                         intermediate_size=32, vocab_size=50))
+    with pytest.raises(ValueError, match="0 learned position tables"):
+        debugging.embedding_scale_report(llama, 4)
+    with pytest.raises(ValueError, match="token_scale must be positive"):
+        debugging.embedding_scale_report(_gpt2(), 4, token_scale=0.0)
+    with pytest.raises(TypeError, match="token_scale"):
+        debugging.embedding_scale_report(_gpt2(), 4, token_scale="1")
+
+
 # ---- dropout_report -------------------------------------------------------------------------------
 
 P_DROP = 0.1
@@ -209,6 +250,29 @@ def test_rope_partners_of_transformers_llama_are_halves():
     assert debugging.layout_of_partners(debugging.rope_partners(llama, D)) == "halves"
 
 
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+def test_transformers_rotate_wraps_the_library_code(family):
+    import importlib
+
+    from transformers import GPTNeoXConfig, LlamaConfig
+
+    modeling = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    if family == "llama":
+        config = LlamaConfig(hidden_size=32, num_attention_heads=4)
+        rotary = modeling.LlamaRotaryEmbedding(config)
+    else:
+        config = GPTNeoXConfig(hidden_size=32, num_attention_heads=4, rotary_pct=1.0)
+        rotary = modeling.GPTNeoXRotaryEmbedding(config)
+    rotate = debugging.transformers_rotate(rotary, modeling.apply_rotary_pos_emb)
+    np.testing.assert_array_equal(debugging.rope_partners(rotate, D), HALVES)
+    x = torch.randn(3, 5, D, dtype=torch.float64)
+    torch.testing.assert_close(rotate(x, torch.arange(5)), apply_rope(x, layout="halves"), rtol=0, atol=1e-6)
+    with pytest.raises(TypeError, match="rotary_emb"):
+        debugging.transformers_rotate(modeling.apply_rotary_pos_emb, modeling.apply_rotary_pos_emb)
+    with pytest.raises(TypeError, match="apply_rotary_pos_emb"):
+        debugging.transformers_rotate(rotary, None)
+
+
 def test_rope_partners_refuse_what_is_not_a_pairing():
     with pytest.raises(ValueError, match="exactly one other"):
         debugging.rope_partners(lambda x, pos: x, D)
@@ -238,6 +302,95 @@ def test_a_wrong_layout_changes_the_output_and_the_permutation_fixes_it():
         debugging.with_rope_layout(_model(position="alibi"), "halves", permute_weights=True)
     with pytest.raises(TypeError, match="permute_weights"):
         debugging.with_rope_layout(model, "halves", permute_weights=1)
+
+
+def _interleaved_apply(q, k, cos, sin, unsqueeze_dim=1):
+    """GPT-J's interleaved rotation, on the angles of a Llama-family rotary module."""
+    from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb
+
+    half = cos.shape[-1] // 2  # the Llama family repeats its d/2 angles twice
+
+    def rotate(x):  # GPT-J's tensors are (b, s, h, d)
+        return apply_rotary_pos_emb(x.transpose(1, 2), sin[..., :half], cos[..., :half]).transpose(1, 2)
+
+    return rotate(q), rotate(k)
+
+
+def _ported_gap(family, config, *, heads, kv_heads, rotary_dim, k_heads=None, biases=True, rotary=None):
+    """Run a checkpoint trained with interleaved pairs (GPT-J's rotation patched in), then
+    its rows permuted to halves in the library's own code: the largest logit gap."""
+    import copy
+    import importlib
+    from unittest import mock
+
+    from transformers import AutoModelForCausalLM
+
+    modeling = importlib.import_module(f"transformers.models.{family}.modeling_{family}")
+    torch.manual_seed(0)
+    original = AutoModelForCausalLM.from_config(config).double().eval()
+    with torch.no_grad():
+        for name, p in original.named_parameters():
+            if "bias" in name and "proj" in name:
+                p.normal_(0, 0.5)  # trained biases are not 0
+    tokens = torch.randint(0, config.vocab_size, (2, 12))
+    with torch.no_grad(), mock.patch.object(modeling, "apply_rotary_pos_emb", _interleaved_apply):
+        reference = original(tokens).logits
+    ported = copy.deepcopy(original)
+    for layer in ported.model.layers:
+        attn = layer.self_attn
+        for proj, n in ((attn.q_proj, heads), (attn.k_proj, kv_heads if k_heads is None else k_heads)):
+            for p in (proj.weight, proj.bias)[: 1 + (biases and proj.bias is not None)]:
+                p.data = debugging.permute_rotary_rows(p.data, n, to="halves",
+                                                       rotary_dim=rotary_dim if rotary is None else rotary)
+    with torch.no_grad():
+        return (ported(tokens).logits - reference).abs().max().item()
+
+
+def _phi():
+    from transformers import PhiConfig
+
+    return PhiConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                     intermediate_size=64, vocab_size=50, partial_rotary_factor=0.5, initializer_range=0.2,
+                     bos_token_id=1, eos_token_id=1)
+
+
+def test_permute_rotary_rows_ports_phi_with_gqa_biases_and_partial_rotary():
+    kwargs = dict(heads=4, kv_heads=2, rotary_dim=4)  # head_dim 8, half of it rotated
+    assert _ported_gap("phi", _phi(), **kwargs) < 1e-12
+    assert _ported_gap("phi", _phi(), **kwargs, k_heads=4) > 1e-3  # W_K per query head
+    assert _ported_gap("phi", _phi(), **kwargs, biases=False) > 1e-3  # biases left alone
+    assert _ported_gap("phi", _phi(), **kwargs, rotary=8) > 1e-3  # the passed-through features moved too
+
+
+def test_permute_rotary_rows_ports_llama_with_gqa():
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
+                         intermediate_size=64, vocab_size=50, initializer_range=0.2)
+    assert _ported_gap("llama", config, heads=4, kv_heads=1, rotary_dim=None) < 1e-12
+    assert _ported_gap("llama", config, heads=4, kv_heads=1, rotary_dim=None, k_heads=4) > 1e-3
+
+
+def test_permute_rotary_rows_matches_permute_qk_weights_and_refuses_bad_input():
+    from companion.rope import permute_qk_weights
+
+    w = torch.randn(16, 5)
+    torch.testing.assert_close(debugging.permute_rotary_rows(w, 2, to="halves"),
+                               permute_qk_weights(w, 2, to="halves"), rtol=0, atol=0)
+    out = debugging.permute_rotary_rows(w, 2, to="halves", rotary_dim=4)
+    torch.testing.assert_close(out.view(2, 8, 5)[:, 4:], w.view(2, 8, 5)[:, 4:], rtol=0, atol=0)
+    back = debugging.permute_rotary_rows(out, 2, to="interleaved", rotary_dim=4)
+    torch.testing.assert_close(back, w, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="num_key_value_heads"):
+        debugging.permute_rotary_rows(w, 3, to="halves")
+    with pytest.raises(ValueError, match="more than the 8"):
+        debugging.permute_rotary_rows(w, 2, to="halves", rotary_dim=10)
+    with pytest.raises(ValueError, match="even"):
+        debugging.permute_rotary_rows(w, 2, to="halves", rotary_dim=3)
+    with pytest.raises(TypeError, match="weight"):
+        debugging.permute_rotary_rows(np.zeros((16, 5)), 2, to="halves")
+    with pytest.raises(ValueError, match="to"):
+        debugging.permute_rotary_rows(w, 2, to="sideways")
 
 
 # ---- distance_profile -----------------------------------------------------------------------------
@@ -282,18 +435,135 @@ def test_position_ids_from_the_mask_pass_on_both_sides():
     for mask in (LEFT, RIGHT):
         debugging.check_position_ids((mask.cumsum(-1) - 1).clamp(min=0), mask)
     debugging.check_position_ids(torch.arange(4).expand(2, 4), RIGHT)
+    debugging.check_position_ids(torch.arange(4)[None], RIGHT)  # (1, s) is broadcast
+    debugging.check_position_ids(torch.arange(4)[None])  # no mask: no padding
 
 
-def test_arange_with_left_padding_is_refused():
+def test_arange_with_left_padding_is_refused_with_the_clamped_hint():
     with pytest.raises(ValueError, match=r"row 1: its 2 real tokens have positions \[2, 3\]"):
+        debugging.check_position_ids(torch.arange(4).expand(2, 4), LEFT)
+    with pytest.raises(ValueError, match=r"clamp\(min=0\)"):
         debugging.check_position_ids(torch.arange(4).expand(2, 4), LEFT)
 
 
+def test_minus_one_on_padding_is_refused_unless_allowed():
+    unclamped = LEFT.cumsum(-1) - 1  # -1 on row 1's padding
+    with pytest.raises(ValueError, match="row 1: a padding token has position -1"):
+        debugging.check_position_ids(unclamped, LEFT)
+    debugging.check_position_ids(unclamped, LEFT, padding_min=-1)
+    debugging.check_position_ids(unclamped, LEFT, padding_min=None)
+
+
+def test_positions_transformers_generate_passes_at_every_step_pass():
+    gpt2, seen = _gpt2(), []
+    gpt2.register_forward_pre_hook(lambda m, args, kwargs: seen.append(
+        (kwargs["position_ids"], kwargs["attention_mask"])), with_kwargs=True)
+    tokens = torch.tensor([[0, 0, 5, 6, 7], [8, 9, 10, 11, 12]])
+    mask = (tokens != 0).long()
+    gpt2.generate(tokens, attention_mask=mask, max_new_tokens=3, do_sample=False, pad_token_id=0)
+    assert [tuple(p.shape) for p, _ in seen] == [(2, 5), (2, 1), (2, 1)]
+    assert [tuple(m.shape) for _, m in seen] == [(2, 5), (2, 6), (2, 7)]
+    for positions, step_mask in seen:
+        debugging.check_position_ids(positions, step_mask)
+    with pytest.raises(ValueError, match="after 3 cached real tokens have positions \\[0\\]"):
+        debugging.check_position_ids(torch.zeros(2, 1), seen[1][1])  # a step that restarts at 0
+    with pytest.raises(ValueError, match=r"\[:, -1:\]"):
+        debugging.check_position_ids(torch.full((2, 1), 5), seen[1][1])  # the column index
+
+
+def test_plain_forward_positions_of_transformers_are_refused_for_left_padding():
+    gpt2, seen = _gpt2(), []
+    gpt2.transformer.wpe.register_forward_hook(lambda m, args, out: seen.append(args[0]))
+    with torch.no_grad():
+        gpt2(LEFT, attention_mask=LEFT)
+    with pytest.raises(ValueError, match="row 1"):
+        debugging.check_position_ids(seen[0], LEFT)
+
+
+def test_packed_rows_of_transformers_collator_pass_with_packed():
+    from transformers import DataCollatorWithFlattening
+
+    batch = DataCollatorWithFlattening(return_position_ids=True)(
+        [{"input_ids": [5, 6, 7]}, {"input_ids": [8, 9]}, {"input_ids": [4]}])
+    positions = batch["position_ids"]
+    assert positions.tolist() == [[0, 1, 2, 0, 1, 0]]
+    debugging.check_position_ids(positions, packed=True)
+    with pytest.raises(ValueError, match="pass packed=True"):
+        debugging.check_position_ids(positions)
+    with pytest.raises(ValueError, match="start at 0 and go up by 1"):
+        debugging.check_position_ids(torch.tensor([[0, 1, 3, 0, 1]]), packed=True)
+    with pytest.raises(ValueError, match="start at 0"):
+        debugging.check_position_ids(torch.tensor([[1, 2, 0]]), packed=True)
+
+
+def test_chunked_prefill_continues_the_count():
+    mask = torch.tensor([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])  # 4 cached columns, 2 new
+    debugging.check_position_ids((mask.cumsum(-1) - 1).clamp(min=0)[:, -2:], mask)
+    with pytest.raises(ValueError, match="after 3 cached real tokens"):
+        debugging.check_position_ids(torch.tensor([[4, 5], [4, 5]]), mask)
+
+
 def test_position_ids_bad_arguments():
-    with pytest.raises(ValueError, match="same shape"):
-        debugging.check_position_ids(torch.zeros(2, 3), LEFT)
+    with pytest.raises(ValueError, match="k >= 4"):
+        debugging.check_position_ids(torch.zeros(2, 4), torch.ones(2, 3))
+    with pytest.raises(ValueError, match="same b"):
+        debugging.check_position_ids(torch.zeros(2, 4), torch.ones(3, 4))
     with pytest.raises(ValueError, match="only 0"):
         debugging.check_position_ids(torch.zeros(2, 4), LEFT * 2)
+    with pytest.raises(ValueError, match="whole numbers"):
+        debugging.check_position_ids(torch.full((1, 2), 0.5))
+    with pytest.raises(ValueError, match="packed=True checks whole rows"):
+        debugging.check_position_ids(torch.zeros(1, 1), torch.ones(1, 3), packed=True)
+    with pytest.raises(TypeError, match="packed"):
+        debugging.check_position_ids(torch.zeros(1, 1), packed="yes")
+    with pytest.raises(TypeError, match="padding_min"):
+        debugging.check_position_ids(torch.zeros(1, 1), padding_min=0.5)
+
+
+# ---- position buffers -----------------------------------------------------------------------------
+
+def _llama(base=5e5):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, head_dim=128,
+                         intermediate_size=32, vocab_size=50, bos_token_id=1, eos_token_id=1,
+                         rope_parameters={"rope_type": "default", "rope_theta": base})
+    return LlamaForCausalLM(config).eval()
+
+
+BUFFERS = {"model.rotary_emb.inv_freq", "model.rotary_emb.original_inv_freq"}
+
+
+def test_to_bfloat16_rounds_the_rotary_buffers_and_to_keeping_buffers_does_not():
+    for cast in (lambda m: m.to(torch.bfloat16), lambda m: m.half(), lambda m: m.bfloat16()):
+        assert set(debugging.low_precision_buffers(cast(_llama()))) == BUFFERS
+    reference = _llama()
+    kept = debugging.to_keeping_buffers(_llama(), torch.bfloat16)
+    assert debugging.low_precision_buffers(kept) == {}
+    assert kept.model.embed_tokens.weight.dtype == torch.bfloat16
+    torch.testing.assert_close(kept.model.rotary_emb.inv_freq, reference.model.rotary_emb.inv_freq, rtol=0, atol=0)
+    with torch.no_grad():
+        assert kept(torch.tensor([[3, 4, 5]])).logits.dtype == torch.bfloat16  # it still runs
+    assert debugging.low_precision_buffers(reference) == {}
+
+
+def test_from_pretrained_with_a_dtype_keeps_the_rotary_buffers_in_float32(tmp_path):
+    from transformers import LlamaForCausalLM
+
+    _llama().save_pretrained(tmp_path)
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16)
+    assert loaded.model.embed_tokens.weight.dtype == torch.bfloat16
+    assert debugging.low_precision_buffers(loaded) == {}
+
+
+def test_buffer_helpers_refuse_bad_input():
+    with pytest.raises(TypeError, match="Module"):
+        debugging.low_precision_buffers("model")
+    with pytest.raises(TypeError, match="Module"):
+        debugging.to_keeping_buffers("model", torch.bfloat16)
+    with pytest.raises(TypeError, match="dtype"):
+        debugging.to_keeping_buffers(_llama(), torch.int8)
 
 
 # ---- checklist_runs -------------------------------------------------------------------------------

@@ -104,6 +104,11 @@ def test_fixes_hint_at_each_wrong_symptom(answer, hints, absent):
     assert all(h in feedback.message for h in hints) and not any(a in feedback.message for a in absent)
 
 
+def test_fixes_hint_for_symptom_3_points_at_the_plain_forward():
+    feedback = check_fixes(["d", "a", "c"])
+    assert "plain forward" in feedback.message and "absolute table" in feedback.message
+
+
 @pytest.mark.parametrize("answer, hint", [
     (["d", "a"], "three letters"), ("daef", "three letters"), (["d", "a", "z"], "a to e"),
     ([1, 2, 3], "three letters"), (None, "three letters"), (..., "three letters"), (np.array(["d"]), "three"),

@@ -155,8 +155,9 @@ def check_fixes(answer) -> Feedback:
             "itself works. Which weights feed the features that get paired?"
         ),
         3: (
-            "Symptom 3: only left-padded rows change. Which positions do their first "
-            "real tokens get?"
+            "Symptom 3: only the left-padded prompt changes, and the model reads rows "
+            "of an absolute table. Which position does a plain forward give its first "
+            "real token?"
         ),
     }
     return wrong(" ".join(hints[i] for i in wrong_at))
