@@ -35,7 +35,6 @@ import argparse
 import copy
 import inspect
 import itertools
-import math
 import re
 import sys
 import textwrap
@@ -69,7 +68,7 @@ CHECKS = (
 )
 # Buffers that hold positions: RoPE frequencies and tables, sinusoidal tables, slopes.
 POSITION_BUFFER = re.compile(
-    r"inv_freq|rotary|rope|position|pos_emb|alibi|slopes|cos|sin"
+    r"inv_freq|rotary|rope|position|pos_emb|alibi|slopes|(^|[._])(cos|sin)(_\w*)?$"
 )
 
 
@@ -106,16 +105,12 @@ def _bound(tolerance: float) -> str:
 
 
 class _Runner:
-    """Calls a TinyDecoder or a transformers model the way its users call it."""
+    """Calls a TinyDecoder or a transformers model the way its users call it. Inputs
+    are moved to the model's device; logits come back as float64 on the CPU."""
 
     def __init__(self, model):
         self.model = model
         self.tiny = isinstance(model, TinyDecoder)
-        if not self.tiny and not hasattr(model, "config"):
-            raise TypeError(
-                "model must be a companion TinyDecoder or a transformers causal LM "
-                f"(with .config), got {type(model).__name__}"
-            )
         self.config = model.config
         params = (
             set() if self.tiny else set(inspect.signature(model.forward).parameters)
@@ -123,6 +118,8 @@ class _Runner:
         self.takes_positions = self.tiny or "position_ids" in params
         # transformers 5.24 renamed past_key_values to cache (the old name warns).
         self.cache_arg = "cache" if "cache" in params else "past_key_values"
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
 
     @property
     def vocab_size(self) -> int:
@@ -133,20 +130,28 @@ class _Runner:
         pad = None if self.tiny else getattr(self.config, "pad_token_id", None)
         return int(pad) if isinstance(pad, int) and 0 <= pad < self.vocab_size else 0
 
+    def _to(self, *tensors):
+        return [None if t is None else t.to(self.device) for t in tensors]
+
     def logits(self, ids, *, mask=None, position_ids=None, **kwargs) -> torch.Tensor:
-        """Logits ``(b, s, V)`` of one forward pass."""
+        """Logits ``(b, s, V)`` of one forward pass on ``ids (b, s)``."""
+        ids, mask, position_ids = self._to(ids, mask, position_ids)
         with torch.no_grad():
             if self.tiny:
                 if mask is not None and mask.ndim == 3:
                     mask = mask.bool()
-                return self.model(ids, attention_mask=mask, position_ids=position_ids)
-            extra = {} if position_ids is None else {"position_ids": position_ids}
-            out = self.model(input_ids=ids, attention_mask=mask, **extra, **kwargs)
-            return out.logits
+                out = self.model(ids, attention_mask=mask, position_ids=position_ids)
+            else:
+                extra = {} if position_ids is None else {"position_ids": position_ids}
+                out = self.model(
+                    input_ids=ids, attention_mask=mask, **extra, **kwargs
+                ).logits
+        return out.double().cpu()
 
     def cached(self, ids, chunk: int, *, prefill: int | None = None) -> torch.Tensor:
         """Logits ``(1, s, V)`` of ``ids (1, s)`` fed through a cache: ``prefill``
         tokens first (default: ``chunk``), then ``chunk`` tokens per call."""
+        (ids,) = self._to(ids)
         first = chunk if prefill is None else prefill
         bounds = [0, first] + list(range(first + chunk, ids.shape[1], chunk))
         bounds = sorted({b for b in bounds if b < ids.shape[1]}) + [ids.shape[1]]
@@ -163,11 +168,12 @@ class _Runner:
                 )
                 cache = step[self.cache_arg]
                 out.append(step.logits)
-        return torch.cat(out, dim=1)
+        return torch.cat(out, dim=1).double().cpu()
 
     def generate(self, ids, mask, new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Greedy decoding: the new tokens ``(b, n)`` and their raw logits
-        ``(b, n, V)``."""
+        """Greedy decoding of a batch ``ids (b, s)`` with its ``mask (b, s)``: the new
+        tokens ``(b, n)`` and the raw logits that chose them ``(b, n, V)``."""
+        ids, mask = self._to(ids, mask)
         with torch.no_grad():
             if not self.tiny:
                 out = self.model.generate(
@@ -180,30 +186,40 @@ class _Runner:
                     output_logits=True,
                     return_dict_in_generate=True,
                 )
-                logits = torch.stack(out.logits, dim=1)
-                return out.sequences[:, ids.shape[1] :], logits
+                logits = torch.stack(out.logits, dim=1).double().cpu()
+                return out.sequences[:, ids.shape[1] :].cpu(), logits
             cache, tokens, steps = self.model.new_cache(), ids, []
             for _ in range(new_tokens):
                 logits = self.model(tokens, attention_mask=mask, cache=cache)[:, -1]
                 steps.append(logits)
                 tokens = logits.argmax(-1, keepdim=True)
                 mask = torch.cat([mask, torch.ones_like(tokens)], dim=1)
-            logits = torch.stack(steps, dim=1)
+            logits = torch.stack(steps, dim=1).double().cpu()
             return logits.argmax(-1), logits
 
 
-def _float64_copy(model, dtype: torch.dtype):
-    ref = copy.deepcopy(model).to(dtype)
-    return ref.eval()
+def _copy(model, dtype: torch.dtype):
+    return copy.deepcopy(model).to(dtype).eval()
 
 
 # --- what the checks compare ----------------------------------------------------------
 
 
 def _sequences(run: _Runner, lengths: Sequence[int], seed: int) -> list[torch.Tensor]:
+    """Random token ids ``(n,)`` per length (id 0 left out: it is often padding)."""
     gen = torch.Generator().manual_seed(seed)
     low = 1 if run.vocab_size > 2 else 0
     return [torch.randint(low, run.vocab_size, (n,), generator=gen) for n in lengths]
+
+
+def _padded(run: _Runner, seqs, side: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids ``(b, s)`` and mask ``(b, s)`` of ``seqs`` padded on ``side``."""
+    return pad_batch(seqs, pad_id=run.pad_id, side=side)
+
+
+def _rows(logits, mask) -> list[torch.Tensor]:
+    """The logits ``(n_i, V)`` of each row's real tokens, from ``(b, s, V)``."""
+    return [row[m.bool()] for row, m in zip(logits, mask.cpu())]
 
 
 def _finite_when_padded(run: _Runner, seqs) -> bool:
@@ -212,37 +228,32 @@ def _finite_when_padded(run: _Runner, seqs) -> bool:
 
 
 def _alone(run: _Runner, seqs) -> list[torch.Tensor]:
+    """Each sequence's logits ``(n_i, V)``, run alone in one plain pass."""
     return [run.logits(s[None])[0] for s in seqs]
 
 
 def _gap(batch_rows: Sequence[torch.Tensor], alone: Sequence[torch.Tensor]) -> float:
+    """The largest absolute difference between matching ``(n_i, V)`` logits."""
     return max(float((a - b).abs().max()) for a, b in zip(batch_rows, alone))
 
 
 def _scale(alone: Sequence[torch.Tensor]) -> float:
+    """``max(1, max |logit|)``: tolerances are relative to it."""
     return max(1.0, max(float(a.abs().max()) for a in alone))
-
-
-def _padded(run, seqs, side):
-    ids, mask = pad_batch(seqs, pad_id=run.pad_id, side=side)
-    return ids, mask
-
-
-def _rows(logits, mask) -> list[torch.Tensor]:
-    return [row[m.bool()] for row, m in zip(logits, mask)]
 
 
 # --- the checks -----------------------------------------------------------------------
 
 
-def _angle_error(name, buffer, reference, position: int) -> float:
-    diff = buffer.double().flatten() - reference.double().flatten().to(buffer.device)
+def _angle_error(buffer, reference, position: int) -> float:
+    """``max_i |m (θ_i - θ̂_i)|`` at ``m = position``, for frequencies ``(d/2,)``."""
+    diff = buffer.double().flatten().cpu() - reference.double().flatten()
     return float((diff.abs() * position).max())
 
 
 def _reference_inv_freqs(module) -> dict[str, torch.Tensor]:
-    """The float32 ``inv_freq`` a transformers rotary module computes at init, by the
-    buffer name it is stored under; empty where it cannot be recomputed."""
+    """The float32 ``inv_freq`` ``(d/2,)`` a transformers rotary module computes at
+    init, by the buffer name it is stored under; empty where it cannot be recomputed."""
     try:
         from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
     except ImportError:  # pragma: no cover - transformers is pinned
@@ -271,23 +282,28 @@ def _reference_inv_freqs(module) -> dict[str, torch.Tensor]:
     return out
 
 
+def _restorable(module, buf_name: str, refs: dict) -> str | None:
+    if buf_name in refs:
+        return buf_name
+    original = buf_name.replace("inv_freq", "original_inv_freq")
+    return original if buf_name.endswith("inv_freq") and original in refs else None
+
+
 def restore_position_buffers(model) -> list[str]:
     """Recompute, in float32, the RoPE frequencies of every ``transformers`` rotary
     module of ``model`` (``inv_freq``, ``original_inv_freq`` and their per-layer-type
     forms), as its ``__init__`` computed them; return the names of the buffers
     rewritten. The fix for ``model.to(torch.bfloat16)``, which rounds them: casting them
     back with ``.float()`` keeps the rounded values. Other position buffers (a
-    TinyDecoder's cos/sin tables) are not recomputed: rebuild that model instead."""
+    TinyDecoder's cos/sin tables, GPT-J's ``embed_positions``) are not recomputed:
+    rebuild or reload that model instead."""
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     done = []
     for mod_name, module in model.named_modules():
         refs = _reference_inv_freqs(module)
         for buf_name, buf in list(module.named_buffers(recurse=False)):
-            key = buf_name if buf_name in refs else None
-            if key is None and buf_name.endswith("inv_freq"):
-                original = buf_name.replace("inv_freq", "original_inv_freq")
-                key = original if original in refs else None
+            key = _restorable(module, buf_name, refs)
             if key is None:
                 continue
             setattr(module, buf_name, refs[key].clone().to(buf.device))
@@ -299,14 +315,17 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
     """Every floating-point buffer that holds positions (RoPE frequencies, cos/sin
     tables, sinusoidal tables, ALiBi slopes) must be float32 or float64:
     ``model.to(torch.bfloat16)`` casts them too. Where the module can recompute its
-    frequencies, the angle error ``max_i |m (θ_i - θ̂_i)|`` at ``position`` is given."""
-    config = model.config
+    frequencies, the angle error ``max_i |m (θ_i - θ̂_i)|`` at ``position`` (default:
+    the configuration's maximum length) is measured."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    config = getattr(model, "config", None)
     position = position or int(
         getattr(config, "max_position_embeddings", 0)
         or getattr(config, "max_len", 0)
         or 4096
     )
-    names, low, worst = [], [], 0.0
+    names, low, worst, fixable = [], [], 0.0, True
     for mod_name, module in model.named_modules():
         refs = _reference_inv_freqs(module)
         for buf_name, buf in module.named_buffers(recurse=False):
@@ -314,10 +333,12 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
             if not buf.is_floating_point() or not POSITION_BUFFER.search(full):
                 continue
             names.append(full)
+            key = _restorable(module, buf_name, refs)
             if buf.dtype not in (torch.float32, torch.float64):
                 low.append(f"{full} is {str(buf.dtype).removeprefix('torch.')}")
-            if buf_name in refs:
-                worst = max(worst, _angle_error(full, buf, refs[buf_name], position))
+                fixable = fixable and key is not None
+            if key is not None:
+                worst = max(worst, _angle_error(buf, refs[key], position))
     if not names:
         return Finding(
             "position buffers",
@@ -327,14 +348,18 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
         )
     if low:
         angle = f"; angles off by up to {_fmt(worst)} rad at position {position}"
+        fix = (
+            "doctor.restore_position_buffers(model) recomputes them in float32"
+            if fixable
+            else "rebuild or reload the model (from_pretrained(dtype=...) and "
+            "from_config(dtype=...) keep them float32)"
+        )
         return Finding(
             "position buffers",
             "fail",
             ", ".join(low)
             + (angle if worst else "")
-            + ": the values are rounded, so .float() does not restore them; "
-            "doctor.restore_position_buffers(model) recomputes them in float32 "
-            "(from_pretrained(dtype=...) keeps them float32)",
+            + f": the values are rounded, so .float() does not restore them; {fix}",
             worst,
         )
     return Finding(
@@ -347,38 +372,60 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
     )
 
 
+# How far a healthy model in each dtype may stray from its float64 copy: 32 times the
+# dtype's machine epsilon (0.25 in bfloat16), and at least 1e-3, times
+# max(1, max |logit|). Rounding at every layer adds up; a position bug in one dtype's
+# code path moves the logits by far more.
+ROUNDING_UNITS = 32
+
+
 def _check_reference(
-    run: _Runner, ref: _Runner, seq, tolerance: float, fallback: bool = False
+    run: _Runner, ref: _Runner, seq, tolerance: float, fallback: str
 ) -> Finding:
-    dtype = next(run.model.parameters()).dtype
-    name = str(dtype).removeprefix("torch.")
-    if dtype == torch.float64:
-        return Finding(
-            "float64 reference", "pass", "the model is float64: the checks run on it"
-        )
-    ours = run.logits(seq[None]).double()
-    theirs = ref.logits(seq[None])
-    gap = float((ours - theirs).abs().max())
-    scale = max(1.0, float(theirs.abs().max()))
-    noise = f"by {_fmt(gap)}" if gap > tolerance * scale else _bound(tolerance * scale)
-    ref_name = str(next(ref.model.parameters()).dtype).removeprefix("torch.")
-    if not math.isfinite(gap):
-        return Finding(
-            "float64 reference", "fail", f"the model gives non-finite logits in {name}"
-        )
+    name = "float64 reference"
+    ours_dtype = str(run.dtype).removeprefix("torch.")
+    ref_dtype = str(ref.dtype).removeprefix("torch.")
     if fallback:
         return Finding(
-            "float64 reference",
+            name,
             "warn",
-            "in float64 this model gives NaN on a padded batch (its masks overflow; "
-            "not "
-            f"a position bug): the checks below run in float32, within {tolerance:.0e}",
+            f"{fallback}: the checks below run on a float32 copy, within "
+            f"{tolerance:.0e}",
         )
+    if run.dtype == ref.dtype:
+        return Finding(
+            name, "skip", f"the model is {ours_dtype} already: the checks run on a copy"
+        )
+    ours = run.logits(seq[None])
+    theirs = ref.logits(seq[None])
+    if not bool(ours.isfinite().all()):
+        return Finding(
+            name, "fail", f"the model gives non-finite logits in {ours_dtype}"
+        )
+    gap = float((ours - theirs).abs().max())
+    scale = max(1.0, float(theirs.abs().max()))
+    allowed = max(ROUNDING_UNITS * torch.finfo(run.dtype).eps, 1e-3) * scale
+    if gap > allowed:
+        return Finding(
+            name,
+            "fail",
+            f"one sequence in {ours_dtype} differs from {ref_dtype} by {_fmt(gap)}, "
+            f"more than {ours_dtype}'s rounding explains (up to {_fmt(allowed)}): a "
+            f"bug in the {ours_dtype} code path, which the comparisons below (on the "
+            "copy) cannot see",
+            gap,
+        )
+    agrees = (
+        f"agrees with {ref_dtype} ({_bound(tolerance * scale)})"
+        if gap <= tolerance * scale
+        else f"differs from {ref_dtype} by {_fmt(gap)}, within {ours_dtype}'s "
+        f"rounding (up to {_fmt(allowed)}): a gap that size is not a position bug"
+    )
     return Finding(
-        "float64 reference",
+        name,
         "pass",
-        f"one sequence in {name} differs from {ref_name} {noise}: rounding of that "
-        f"size is not a position bug; the checks below run in {ref_name}",
+        f"one sequence in {ours_dtype} {agrees}; the checks below run in {ref_dtype}, "
+        f"within {tolerance:.0e}",
         gap,
     )
 
@@ -398,34 +445,42 @@ def _compare(
 def _check_right(ref, seqs, alone, tol) -> Finding:
     ids, mask = _padded(ref, seqs, "right")
     gap = _gap(_rows(ref.logits(ids, mask=mask), mask), alone)
-    return _compare("right-padded batch", gap, _scale(alone), tol, "model(ids, mask)")
+    return _compare(
+        "right-padded batch",
+        gap,
+        _scale(alone),
+        tol,
+        "model(ids, attention_mask)",
+        ": with right padding the positions are those of each sequence alone, so "
+        "something else in the batch reaches the real tokens",
+    )
 
 
 def _check_left_forward(ref, seqs, alone, tol) -> Finding:
+    name = "left-padded batch, forward"
     ids, mask = _padded(ref, seqs, "left")
     gap = _gap(_rows(ref.logits(ids, mask=mask), mask), alone)
     scale = _scale(alone)
     if gap <= tol * scale or not ref.takes_positions:
-        return _compare(
-            "left-padded batch, forward", gap, scale, tol, "model(ids, mask)"
-        )
+        return _compare(name, gap, scale, tol, "model(ids, attention_mask)")
     pos = position_ids_from_attention_mask(mask)
     fixed = _gap(_rows(ref.logits(ids, mask=mask, position_ids=pos), mask), alone)
     if fixed > tol * scale:
         return _compare(
-            "left-padded batch, forward",
+            name,
             gap,
             scale,
             tol,
-            "model(ids, mask)",
-            f", and {_fmt(fixed)} with position_ids from the mask",
+            "model(ids, attention_mask)",
+            f", and by {_fmt(fixed)} with position_ids from the mask: the padding "
+            "mask itself is not applied",
         )
     return _compare(
-        "left-padded batch, forward",
+        name,
         gap,
         scale,
         tol,
-        "model(ids, mask)",
+        "model(ids, attention_mask)",
         ": a plain forward numbers padding as positions (generate does not); pass "
         f"position_ids=(mask.cumsum(-1) - 1).clamp(min=0) ({_bound(tol * scale)} then)",
         warn=True,
@@ -433,26 +488,58 @@ def _check_left_forward(ref, seqs, alone, tol) -> Finding:
 
 
 def _check_generate(ref, seqs, tol, new_tokens=3) -> Finding:
+    """Greedy ``generate`` on the left-padded batch: the logits of each step against
+    one plain pass over that row's prompt and generated tokens, alone."""
+    if not ref.tiny and not hasattr(ref.model, "generate"):
+        return Finding(
+            "left-padded batch, generate", "skip", "the model has no generate"
+        )
     ids, mask = _padded(ref, seqs, "left")
     tokens, logits = ref.generate(ids, mask, new_tokens)
-    gap, same = 0.0, True
+    gap = 0.0
     for i, seq in enumerate(seqs):
-        t_alone, l_alone = ref.generate(
-            seq[None], torch.ones_like(seq)[None], new_tokens
-        )
-        gap = max(gap, float((logits[i] - l_alone[0]).abs().max()))
-        same = same and bool((tokens[i] == t_alone[0]).all())
+        text = torch.cat([seq, tokens[i, :-1]])
+        full = ref.logits(text[None])[0, len(seq) - 1 :]
+        gap = max(gap, float((logits[i] - full).abs().max()))
     scale = max(1.0, float(logits.abs().max()))
-    finding = _compare(
+    return _compare(
         "left-padded batch, generate",
         gap,
         scale,
         tol,
-        f"greedy generate of {new_tokens} tokens",
+        f"each step of greedy generate ({new_tokens} tokens)",
+        against="one pass over the row's own prompt and tokens",
     )
-    if finding.status == "pass" and not same:
-        return Finding(finding.check, "fail", "the generated tokens differ", gap)
-    return finding
+
+
+def _infers_documents(ref, ids, pos) -> bool:
+    """Whether a forward with ``use_cache=False`` hands its position ids to
+    transformers' packed-sequence detection (most decoders of transformers 5 do; OPT,
+    BLOOM, MPT and others never infer documents)."""
+    from transformers import masking_utils
+
+    original = masking_utils.find_packed_sequence_indices
+    calls = []
+
+    def spy(position_ids, *args, **kwargs):
+        calls.append(position_ids is not None)
+        return original(position_ids, *args, **kwargs)
+
+    masking_utils.find_packed_sequence_indices = spy
+    try:
+        ref.logits(ids, position_ids=pos, use_cache=False)
+    finally:
+        masking_utils.find_packed_sequence_indices = original
+    return any(calls)
+
+
+def _block_mask(lengths, dtype) -> torch.Tensor:
+    """A 4-D additive mask ``(1, 1, n, n)``: 0 inside a document, causal, else min."""
+    docs = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+    n = len(docs)
+    allowed = (docs[:, None] == docs[None, :]) & torch.ones(n, n).tril().bool()
+    mask = torch.zeros(n, n, dtype=dtype)
+    return mask.masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
 
 
 def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
@@ -471,62 +558,113 @@ def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
 
     scale = _scale(alone)
     if ref.tiny:
-        allowed = packed_attention_mask(
-            torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(lengths))[
-                None
-            ]
-        )
+        docs = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(lengths))
+        allowed = packed_attention_mask(docs[None])
         good = _gap(rows(ref.logits(ids, mask=allowed, position_ids=pos)), alone)
         plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
-        good_call = (
-            "model(row, attention_mask=packed_attention_mask(docs), position_ids)"
+        return [
+            _compare(
+                name,
+                good,
+                scale,
+                tol,
+                "model(row, attention_mask=packed_attention_mask(docs), position_ids)",
+            ),
+            _compare(
+                f"{name}, default call",
+                plain,
+                scale,
+                tol,
+                "model(row, position_ids) without a document mask",
+                ": documents attend to each other; pass the block-diagonal mask",
+                warn=True,
+            ),
+        ]
+    if not _infers_documents(ref, ids, pos):
+        leak = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
+        block = _gap(
+            rows(
+                ref.logits(
+                    ids,
+                    mask=_block_mask(lengths, ref.dtype),
+                    position_ids=pos,
+                    use_cache=False,
+                )
+            ),
+            alone,
         )
-        plain_call = "model(row, position_ids) without a document mask"
-        fix = ": documents attend to each other; pass the block-diagonal mask"
-    else:
-        good = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
-        plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
-        good_call = "model(row, position_ids, use_cache=False)"
-        plain_call = "model(row, position_ids) with use_cache at its default"
-        fix = (
-            ": documents attend to each other (transformers infers the document mask "
-            "only with no mask and no cache); pass use_cache=False, as Trainer does"
+        works = (
+            f"with a 4-D block-diagonal attention_mask it matches "
+            f"({_bound(tol * scale)})"
+            if block <= tol * scale
+            else f"a 4-D block-diagonal attention_mask gives {_fmt(block)}: pad "
+            "instead of packing"
         )
-    first = _compare(name, good, scale, tol, good_call)
-    second = _compare(
-        f"{name}, default call", plain, scale, tol, plain_call, fix, warn=True
+        first = Finding(
+            name,
+            "warn",
+            "this model never infers documents from position_ids (they do not reach "
+            f"its mask): model(row, position_ids) leaks by {_fmt(leak)}; {works}",
+            leak,
+        )
+        return [
+            first,
+            Finding(
+                f"{name}, default call",
+                "skip",
+                "see packed batch: this model never infers documents",
+            ),
+        ]
+    good = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
+    plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
+    fix = (
+        ": documents attend to each other (transformers infers the document mask "
+        "only with no mask and no cache); pass use_cache=False, as Trainer does"
     )
-    return [first, second]
+    return [
+        _compare(
+            name,
+            good,
+            scale,
+            tol,
+            "model(row, position_ids, use_cache=False)",
+            ": the documents' mask inferred from position_ids lets them leak",
+        ),
+        _compare(
+            f"{name}, default call",
+            plain,
+            scale,
+            tol,
+            "model(row, position_ids) with use_cache at its default",
+            fix,
+            warn=True,
+        ),
+    ]
 
 
-def _check_cached(ref, seq, full, tol, chunk, name, what) -> Finding:
-    got = ref.cached(seq[None], chunk)[0]
+def _check_cached(ref, seq, full, tol, chunk, prefill, name, what) -> Finding:
+    got = ref.cached(seq[None], chunk, prefill=prefill)[0]
     gap = float((got - full).abs().max())
     scale = max(1.0, float(full.abs().max()))
     return _compare(name, gap, scale, tol, what, against="the full pass")
 
 
-def _rope_types(config) -> set[str]:
+def _rope_params(config) -> list[dict]:
     params = getattr(config, "rope_parameters", None) or {}
     if not isinstance(params, dict):
-        return set()
+        return []
     if "rope_type" in params:
-        return {params["rope_type"]}
-    return {
-        v["rope_type"]
-        for v in params.values()
-        if isinstance(v, dict) and "rope_type" in v
-    }
+        return [params]
+    return [v for v in params.values() if isinstance(v, dict) and "rope_type" in v]
+
+
+def _rope_types(config) -> set[str]:
+    return {p["rope_type"] for p in _rope_params(config)}
 
 
 def _switch_length(config) -> int | None:
-    params = getattr(config, "rope_parameters", None) or {}
-    flat = (
-        [params]
-        if "rope_type" in params
-        else [v for v in params.values() if isinstance(v, dict)]
-    )
-    for p in flat:
+    """Where dynamic NTK or LongRoPE change their frequencies; None if static."""
+    for p in _rope_params(config):
         if p.get("rope_type") == "longrope":
             return int(
                 p.get("original_max_position_embeddings")
@@ -538,33 +676,30 @@ def _switch_length(config) -> int | None:
     return None
 
 
-def _check_dynamic(ref, seqs, tol, max_tokens, seed) -> Finding:
+def _check_dynamic(ref, lengths, tol, max_tokens, seed) -> Finding:
     name = "dynamic scaling"
     if ref.tiny:
         return Finding(name, "skip", "a TinyDecoder's RoPE scaling is static")
     switch = _switch_length(ref.config)
     if switch is None:
-        kinds = ", ".join(sorted(_rope_types(ref.config))) or "no RoPE"
-        return Finding(
-            name, "skip", f"static frequencies ({kinds}): nothing depends on the batch"
-        )
+        kinds = ", ".join(sorted(_rope_types(ref.config))) or "no rope_parameters"
+        return Finding(name, "skip", f"no dynamic RoPE scaling ({kinds})")
     long_len = 2 * switch + 2
     if long_len > max_tokens:
         return Finding(
             name,
             "skip",
-            f"needs a {long_len}-token sequence, over --max-tokens {max_tokens}",
+            f"needs a {long_len}-token sequence, over max_tokens={max_tokens}",
         )
-    short = seqs[0]
-    long = _sequences(ref, [long_len], seed + 1)[0]
+    short_len = min(min(lengths), switch)
+    short, long = _sequences(ref, [short_len, long_len], seed + 1)
     alone = ref.logits(short[None])[0]
     ids, mask = _padded(ref, [short, long], "right")
-    together = ref.logits(ids, mask=mask)[0, : len(short)]
+    together = ref.logits(ids, mask=mask)[0, :short_len]
     batch_gap = float((together - alone).abs().max())
     full = ref.logits(long[None])[0]
-    cache_gap = float(
-        (ref.cached(long[None], 1, prefill=len(short))[0] - full).abs().max()
-    )
+    cached = ref.cached(long[None], 1, prefill=short_len)[0]
+    cache_gap = float((cached - full).abs().max())
     scale = max(1.0, float(alone.abs().max()), float(full.abs().max()))
     bound = tol * scale
     shown = {g: _fmt(g) if g > bound else _bound(bound) for g in (batch_gap, cache_gap)}
@@ -572,32 +707,27 @@ def _check_dynamic(ref, seqs, tol, max_tokens, seed) -> Finding:
         return Finding(
             name,
             "pass",
-            f"a {len(short)}-token prompt batched with a {long_len}-token one, and the "
+            f"a {short_len}-token prompt batched with a {long_len}-token one, and the "
             f"{long_len}-token one decoded through a cache, match ({_bound(bound)})",
             max(batch_gap, cache_gap),
         )
-    measured = [
-        (
-            f"a {len(short)}-token prompt batched with a {long_len}-token one differs "
-            f"from itself alone by {shown[batch_gap]}"
-        ),
-        (
-            f"decoding the {long_len}-token one through a cache differs from its full "
-            f"pass by {shown[cache_gap]}"
-        ),
-    ]
     return Finding(
         name,
         "warn",
-        "; ".join(measured)
-        + f": the frequencies follow the longest position of each call (they change "
-        f"past {switch}) and cached keys keep the old ones; batch by length, or use "
-        "a static scaling",
+        f"a {short_len}-token prompt batched with a {long_len}-token one differs from "
+        f"itself alone by {shown[batch_gap]}; decoding the {long_len}-token one "
+        f"through a cache differs from its full pass by {shown[cache_gap]}: the "
+        f"frequencies follow the longest position of each call (they change past "
+        f"{switch}) and cached keys keep the old ones; batch by length, or use a "
+        "static scaling",
         max(batch_gap, cache_gap),
     )
 
 
-def _window(config) -> int | None:
+def _window(run: _Runner) -> int | None:
+    if run.tiny:
+        return run.config.rope_window
+    config = run.config
     window = getattr(config, "sliding_window", None)
     if not isinstance(window, int) or window <= 0:
         return None
@@ -611,9 +741,7 @@ def _window(config) -> int | None:
 
 def _check_window(ref, tol, max_tokens, seed) -> Finding:
     name = "sliding window"
-    window = None if ref.tiny else _window(ref.config)
-    if ref.tiny:
-        window = ref.config.rope_window
+    window = _window(ref)
     if window is None:
         return Finding(name, "skip", "no sliding window in the config")
     length = 2 * window + 3
@@ -621,7 +749,7 @@ def _check_window(ref, tol, max_tokens, seed) -> Finding:
         return Finding(
             name,
             "skip",
-            f"window {window}: needs {length} tokens, over --max-tokens {max_tokens}",
+            f"window {window}: needs {length} tokens, over max_tokens={max_tokens}",
         )
     seq = _sequences(ref, [length], seed + 2)[0]
     full = ref.logits(seq[None])[0]
@@ -639,66 +767,140 @@ def _check_window(ref, tol, max_tokens, seed) -> Finding:
     )
 
 
+def _dtype(name: str, given) -> torch.dtype:
+    value = getattr(torch, given, None) if isinstance(given, str) else given
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(
+            f"{name} must be a floating torch.dtype such as torch.float64, "
+            f"got {given!r}"
+        )
+    return value
+
+
+def _check_model(model) -> None:
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(
+            "model must be a torch.nn.Module (a TinyDecoder or a transformers causal "
+            f"LM), got {type(model).__name__}"
+        )
+    if isinstance(model, TinyDecoder):
+        return
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "vocab_size"):
+        raise TypeError(
+            f"model must be a TinyDecoder or a transformers causal LM, got "
+            f"{type(model).__name__} (no .config with a vocab_size)"
+        )
+    if getattr(config, "is_encoder_decoder", False):
+        raise ValueError(
+            f"model is an encoder-decoder ({type(model).__name__}); diagnose checks "
+            "decoder-only causal LMs (AutoModelForCausalLM)"
+        )
+    if hasattr(model, "can_generate") and not model.can_generate():
+        raise TypeError(
+            f"model must be a causal LM that can generate, got {type(model).__name__}: "
+            "pass the ...ForCausalLM class (AutoModelForCausalLM), not a base model, "
+            "an encoder or a masked LM"
+        )
+    if any(p.is_meta for p in model.parameters()):
+        raise ValueError("model is on the meta device: load or initialise its weights")
+
+
 def diagnose(
     model,
     *,
     lengths: Sequence[int] = (7, 4, 9),
     seed: int = 0,
-    tolerance: float = 1e-5,
-    reference_dtype: torch.dtype = torch.float64,
+    tolerance: float | None = None,
+    reference_dtype: torch.dtype | str = torch.float64,
     max_tokens: int = 256,
-    checks: Sequence[str] | None = None,
+    checks: Sequence[str] | str | None = None,
 ) -> list[Finding]:
     """Run the position checks on ``model`` and return one :class:`Finding` per check.
 
     Args:
         model: a :class:`~companion.model.TinyDecoder` or a ``transformers`` causal LM
-            (``AutoModelForCausalLM``); it is not changed (the checks run on a copy in
-            ``reference_dtype``).
+            (``AutoModelForCausalLM``); it is not changed. The comparisons run on a copy
+            in ``reference_dtype`` (a float64 copy takes four times the memory of a
+            bfloat16 model).
         lengths: lengths of the random sequences batched together (at least two,
-            different).
+            different, of 2 or more tokens; keep them below a dynamic scaling's
+            switch, where the frequencies change).
         seed: seed of the random token ids.
         tolerance: the largest gap, relative to ``max(1, max |logit|)``, counted as
-            agreement. In float64 real position bugs give 1e-2 or more.
-        reference_dtype: the copy's dtype; ``torch.float32`` halves the memory of a
-            large model (rounding then reaches about 1e-5).
+            agreement. Default: 1e-5 with a float64 copy (transformers computes RoPE's
+            angles in float32), 1e-4 with a float32 one. On tiny random models real
+            position bugs give 1e-3 or more.
+        reference_dtype: the copy's dtype; ``torch.float32`` halves the memory of the
+            copy (and needs no float64 kernels, which some MoE layers lack).
         max_tokens: the longest sequence a check may build; longer checks are skipped.
         checks: names from :data:`CHECKS` to run (default: all).
+
+    What no comparison of a model with itself can find: a bug that gives every call the
+    same wrong positions (every position off by one, a RoPE layout mismatched with
+    its checkpoint, a window of the wrong size in both mask and cache). Chapter 16's
+    checklist and a comparison with a reference implementation find those.
     """
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(
-            "model must be a torch.nn.Module (a TinyDecoder or a transformers causal "
-            f"LM), "
-            f"got {type(model).__name__}"
-        )
+    _check_model(model)
     lengths = [int(n) for n in lengths]
     if len(lengths) < 2 or min(lengths) < 2 or len(set(lengths)) < 2:
         raise ValueError(
             "lengths must be at least two different lengths of 2 or more, "
             f"got {lengths}"
         )
+    if max(lengths) > max_tokens:
+        raise ValueError(
+            f"the longest of lengths={lengths} exceeds max_tokens={max_tokens}; "
+            "raise max_tokens or give shorter lengths"
+        )
+    reference_dtype = _dtype("reference_dtype", reference_dtype)
+    if tolerance is None:
+        tolerance = 1e-5 if reference_dtype == torch.float64 else 1e-4
     if not tolerance > 0:
         raise ValueError(f"tolerance must be positive, got {tolerance}")
-    wanted = list(CHECKS) if checks is None else list(checks)
+    wanted = [checks] if isinstance(checks, str) else list(checks or CHECKS)
     unknown = [c for c in wanted if c not in CHECKS]
     if unknown:
         raise ValueError(f"unknown checks {unknown}; choose from {list(CHECKS)}")
+    findings: list[Finding] = []
+    if "position buffers" in wanted:
+        findings.append(check_position_buffers(model))
+    if wanted == ["position buffers"]:
+        return findings
     run = _Runner(model)
-    if max(lengths) > max_tokens:
-        raise ValueError(f"lengths {lengths} exceed max_tokens={max_tokens}")
-    ref = _Runner(_float64_copy(model, reference_dtype))
+    switch = None if run.tiny else _switch_length(run.config)
+    if switch is not None and max(lengths) > switch:
+        raise ValueError(
+            f"lengths={lengths} pass the {switch} tokens where this model's dynamic "
+            "RoPE scaling changes its frequencies; give lengths below it (the "
+            "'dynamic scaling' check measures the switch)"
+        )
+    ref = _Runner(_copy(model, reference_dtype))
     seqs = _sequences(ref, lengths, seed)
-    fallback = False
-    if reference_dtype == torch.float64 and not _finite_when_padded(ref, seqs):
-        # Some models overflow their masks in float64 (BLOOM gives NaN on a padded
-        # batch): fall back to float32, whose rounding is far below a position bug.
-        ref = _Runner(_float64_copy(model, torch.float32))
-        tolerance, fallback = max(tolerance, 1e-4), True
+    fallback = ""
+    try:
+        finite = _finite_when_padded(ref, seqs)
+    except RuntimeError as err:
+        if reference_dtype != torch.float64:
+            raise
+        finite, fallback = True, f"its float64 copy does not run ({str(err)[:60]})"
+    if (
+        not finite
+        and reference_dtype == torch.float64
+        and _finite_when_padded(run, seqs)
+    ):
+        fallback = (
+            "in float64 it gives NaN on a left-padded batch while its own dtype does "
+            "not (its masks overflow in float64)"
+        )
+    if fallback:
+        ref = _Runner(_copy(model, torch.float32))
+        tolerance = max(tolerance, 1e-4)
     alone = _alone(ref, seqs)
-    longest = seqs[int(torch.tensor(lengths).argmax())]
-    full = alone[int(torch.tensor(lengths).argmax())]
+    longest = seqs[lengths.index(max(lengths))]
+    full = alone[lengths.index(max(lengths))]
+    half = len(longest) // 2
     steps: dict[str, Callable[[], Finding | list[Finding]]] = {
-        "position buffers": lambda: check_position_buffers(model),
         "float64 reference": lambda: _check_reference(
             run, ref, longest, tolerance, fallback
         ),
@@ -714,8 +916,9 @@ def diagnose(
             full,
             tolerance,
             1,
+            half,
             "cached decoding",
-            "feeding tokens one at a time through the cache",
+            f"a prefill of {half} tokens, then one token at a time through the cache",
         ),
         "chunked prefill": lambda: _check_cached(
             ref,
@@ -723,21 +926,20 @@ def diagnose(
             full,
             tolerance,
             3,
+            3,
             "chunked prefill",
             "prefill in chunks of 3 tokens",
         ),
         "dynamic scaling": lambda: _check_dynamic(
-            ref, seqs, tolerance, max_tokens, seed
+            ref, lengths, tolerance, max_tokens, seed
         ),
         "sliding window": lambda: _check_window(ref, tolerance, max_tokens, seed),
     }
-    findings: list[Finding] = []
+    packed_wanted = {"packed batch", "packed batch, default call"} & set(wanted)
     for name in CHECKS:
-        if name == "packed batch, default call":
+        if name in ("position buffers", "packed batch, default call"):
             continue
-        if name not in wanted and not (
-            name == "packed batch" and "packed batch, default call" in wanted
-        ):
+        if name not in wanted and not (name == "packed batch" and packed_wanted):
             continue
         result = steps[name]()
         for f in result if isinstance(result, list) else [result]:
@@ -770,7 +972,7 @@ def describe(model) -> str:
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
     if isinstance(model, TinyDecoder):
         return f"TinyDecoder ({model.config.position}), {dtype}"
-    kinds = ", ".join(sorted(_rope_types(model.config))) or "no RoPE parameters"
+    kinds = ", ".join(sorted(_rope_types(model.config))) or "no rope_parameters"
     layers = getattr(model.config, "num_hidden_layers", None)
     return f"{type(model).__name__} ({kinds}), {dtype}, {layers} layers"
 
@@ -778,10 +980,14 @@ def describe(model) -> str:
 # --- the command line -----------------------------------------------------------------
 
 
+def _has_weights(folder: Path) -> bool:
+    return any(folder.glob("*.safetensors")) or any(folder.glob("pytorch_model*.bin"))
+
+
 def load(path: str | Path, *, dtype: torch.dtype | None = None, seed: int = 0):
     """A transformers causal LM from a local checkpoint folder (its weights), or from a
-    folder or ``.json`` file holding only a config (random weights, ``seed``). Nothing
-    is downloaded."""
+    ``.json`` file or a folder holding only a config (random weights, ``seed``).
+    Nothing is downloaded."""
     from transformers import AutoConfig, AutoModelForCausalLM
 
     path = Path(path)
@@ -790,11 +996,7 @@ def load(path: str | Path, *, dtype: torch.dtype | None = None, seed: int = 0):
             f"path {str(path)!r} does not exist: give a checkpoint folder or a "
             "config.json"
         )
-    folder = path if path.is_dir() else path.parent
-    weights = any(folder.glob("*.safetensors")) or any(
-        folder.glob("pytorch_model*.bin")
-    )
-    if path.is_dir() and weights:
+    if path.is_dir() and _has_weights(path):
         return AutoModelForCausalLM.from_pretrained(
             path, local_files_only=True, dtype=dtype or torch.float32
         ).eval()
@@ -811,6 +1013,9 @@ def load(path: str | Path, *, dtype: torch.dtype | None = None, seed: int = 0):
     return AutoModelForCausalLM.from_config(config, dtype=dtype or torch.float32).eval()
 
 
+DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m companion.doctor",
@@ -818,21 +1023,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("path", help="checkpoint folder, or a config.json")
     parser.add_argument(
-        "--dtype", default=None, help="e.g. bfloat16 (default: float32)"
+        "--dtype",
+        choices=DTYPES,
+        default=None,
+        help="load the model in this dtype (default float32)",
     )
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--reference-dtype", default="float64")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=256,
+        help="the longest sequence a check may build",
+    )
+    parser.add_argument(
+        "--reference-dtype", choices=("float64", "float32"), default="float64"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.max_tokens < 9:
+        parser.error("--max-tokens must be at least 9 (the longest default sequence)")
+    path = Path(args.path)
+    random = not (path.is_dir() and _has_weights(path))
     dtype = None if args.dtype is None else getattr(torch, args.dtype)
-    model = load(args.path, dtype=dtype, seed=args.seed)
-    findings = diagnose(
-        model,
-        seed=args.seed,
-        max_tokens=args.max_tokens,
-        reference_dtype=getattr(torch, args.reference_dtype),
-    )
-    print(report(findings, title=f"Position doctor: {describe(model)}"))
+    try:
+        model = load(path, dtype=dtype, seed=args.seed)
+        findings = diagnose(
+            model,
+            seed=args.seed,
+            max_tokens=args.max_tokens,
+            reference_dtype=getattr(torch, args.reference_dtype),
+        )
+    except (FileNotFoundError, ValueError, TypeError) as err:
+        parser.error(str(err))
+    weights = "random weights from the config" if random else "checkpoint weights"
+    print(report(findings, title=f"Position doctor: {describe(model)}, {weights}"))
     return 1 if any(f.status == "fail" for f in findings) else 0
 
 

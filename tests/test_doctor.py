@@ -144,7 +144,7 @@ def test_restore_position_buffers_undoes_a_bfloat16_cast(name):
     assert doctor.check_position_buffers(model).status == "pass"
 
 
-def test_bfloat16_angle_error_at_position_1000_matches_the_review():
+def test_bfloat16_inv_freq_is_radians_off_at_position_1000():
     config = LlamaConfig(
         **{
             **SMALL,
@@ -273,6 +273,7 @@ def test_the_command_line_runs_on_a_config_and_on_a_checkpoint(tmp_path, capsys)
     assert doctor.main([str(config_dir)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Position doctor: LlamaForCausalLM") and "0 failed" in out
+    assert "random weights from the config" in out.splitlines()[0]
     checkpoint = tmp_path / "checkpoint"
     build("gpt2").save_pretrained(checkpoint)
     assert doctor.main([str(checkpoint), "--dtype", "bfloat16"]) == 0
@@ -298,7 +299,8 @@ def test_python_dash_m_on_a_bfloat16_checkpoint(tmp_path):
     # from_pretrained(dtype=torch.bfloat16) keeps the buffers float32: the model passes.
     assert done.returncode == 0, done.stdout + done.stderr
     assert "PASS  position buffers:" in done.stdout
-    assert "within 1e-05" in done.stdout  # the float64 copy agrees with itself
+    assert "PASS  float64 reference:" in done.stdout  # bfloat16 within its rounding
+    assert "checkpoint weights" in done.stdout
 
 
 def test_the_command_line_exits_1_on_a_failed_check(tmp_path, monkeypatch, capsys):
@@ -307,3 +309,187 @@ def test_the_command_line_exits_1_on_a_failed_check(tmp_path, monkeypatch, capsy
     )
     assert doctor.main(["anything"]) == 1
     assert "FAIL  position buffers:" in capsys.readouterr().out
+
+
+def test_a_bug_only_in_the_bfloat16_code_path_fails_the_reference(monkeypatch):
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.LlamaRotaryEmbedding.forward
+
+    def low_precision_drop(self, x, position_ids):
+        if x.dtype in (torch.bfloat16, torch.float16):
+            position_ids = torch.zeros_like(position_ids)
+        return original(self, x, position_ids)
+
+    torch.manual_seed(0)
+    config = LlamaConfig(**SMALL, initializer_range=0.5)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    assert by_check(doctor.diagnose(model))["float64 reference"].status == "pass"
+    monkeypatch.setattr(
+        modeling_llama.LlamaRotaryEmbedding, "forward", low_precision_drop
+    )
+    found = by_check(doctor.diagnose(model))
+    assert found["float64 reference"].status == "fail", str(found["float64 reference"])
+
+
+def test_an_off_by_one_in_decode_steps_only_is_caught(monkeypatch):
+    from transformers.models.llama import modeling_llama
+
+    original = modeling_llama.LlamaRotaryEmbedding.forward
+
+    def off_by_one_when_decoding(self, x, position_ids):
+        if position_ids.shape[-1] == 1:
+            position_ids = position_ids + 1
+        return original(self, x, position_ids)
+
+    monkeypatch.setattr(
+        modeling_llama.LlamaRotaryEmbedding, "forward", off_by_one_when_decoding
+    )
+    found = by_check(doctor.diagnose(build("llama")))
+    assert found["cached decoding"].status == "fail", str(found["cached decoding"])
+    assert found["left-padded batch, generate"].status == "fail"
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_position_bug_inside_generate_is_caught(monkeypatch, name):
+    from transformers.generation.utils import GenerationMixin
+
+    original = GenerationMixin._update_model_kwargs_for_generation
+
+    def skip_one(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        if out.get("position_ids") is not None:
+            out["position_ids"] = out["position_ids"].clone()
+            out["position_ids"][..., -1] += 1
+        return out
+
+    monkeypatch.setattr(
+        GenerationMixin, "_update_model_kwargs_for_generation", skip_one
+    )
+    found = by_check(doctor.diagnose(build(name)))
+    generate = found["left-padded batch, generate"]
+    assert generate.status == "fail", str(generate)
+
+
+def test_an_ignored_padding_mask_fails_the_left_padded_forward(monkeypatch):
+    from transformers import masking_utils
+
+    def everything(padding_mask):
+        return lambda b, h, q, k: torch.ones_like(q, dtype=torch.bool)
+
+    monkeypatch.setattr(masking_utils, "padding_mask_function", everything)
+    found = by_check(doctor.diagnose(build("llama")))
+    left = found["left-padded batch, forward"]
+    assert left.status == "fail" and "padding mask" in left.detail, str(left)
+
+
+def test_something_that_crosses_the_batch_fails_the_right_padded_check():
+    model = build("llama")
+    # A layer with batch statistics: each row minus the batch's mean.
+    model.model.norm.register_forward_pre_hook(
+        lambda module, args: (args[0] - args[0].mean(0, keepdim=True),)
+    )
+    found = by_check(doctor.diagnose(model, checks=["right-padded batch"]))
+    assert found["right-padded batch"].status == "fail"
+
+
+def test_a_sliding_cache_one_key_short_fails_the_window_check(monkeypatch):
+    from transformers import cache_utils
+
+    original = cache_utils.DynamicSlidingWindowLayer.__init__
+
+    def narrow(self, sliding_window, **kwargs):
+        original(self, sliding_window - 1, **kwargs)
+
+    monkeypatch.setattr(cache_utils.DynamicSlidingWindowLayer, "__init__", narrow)
+    found = by_check(
+        doctor.diagnose(build("mistral-window"), checks=["sliding window"])
+    )
+    assert found["sliding window"].status == "fail", str(found["sliding window"])
+
+
+def test_non_finite_logits_fail_the_reference():
+    model = build("llama").to(torch.bfloat16)
+    model.lm_head.register_forward_hook(
+        lambda module, args, out: (
+            out * float("nan") if out.dtype == torch.bfloat16 else out
+        )
+    )
+    found = by_check(doctor.diagnose(model, checks=["float64 reference"]))
+    assert found["float64 reference"].status == "fail"
+
+
+def test_a_model_that_never_infers_documents_warns_with_a_fix_that_works():
+    torch.manual_seed(0)
+    opt = AutoModelForCausalLM.from_config(
+        transformers.OPTConfig(
+            vocab_size=100,
+            hidden_size=32,
+            ffn_dim=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=64,
+            word_embed_proj_dim=32,
+            **IDS,
+        )
+    ).eval()
+    found = by_check(doctor.diagnose(opt))
+    assert not [f for f in found.values() if f.status == "fail"], found
+    packed = found["packed batch"]
+    assert packed.status == "warn" and "never infers documents" in packed.detail
+    assert "use_cache=False" not in packed.detail
+    assert found["packed batch, default call"].status == "skip"
+
+
+def test_the_dynamic_check_takes_the_shortest_prompt_and_lengths_stay_below_the_switch():
+    model = build("phi3-longrope")
+    found = by_check(
+        doctor.diagnose(model, lengths=(12, 5, 9), checks="dynamic scaling")
+    )
+    assert found["dynamic scaling"].status == "warn"
+    assert "a 5-token prompt" in found["dynamic scaling"].detail
+    with pytest.raises(ValueError, match="switch|frequencies"):
+        doctor.diagnose(model, lengths=(20, 5, 9))
+
+
+def test_buffers_it_cannot_recompute_get_another_fix():
+    found = doctor.check_position_buffers(tiny("rope").to(torch.bfloat16))
+    assert found.status == "fail" and "restore_position_buffers" not in found.detail
+    assert "rebuild or reload" in found.detail
+
+
+def test_wrong_kinds_of_model_get_a_clear_error():
+    config = LlamaConfig(**SMALL)
+    with pytest.raises(TypeError, match="ForCausalLM"):
+        doctor.diagnose(transformers.LlamaModel(config))
+    t5 = transformers.T5ForConditionalGeneration(
+        transformers.T5Config(
+            vocab_size=100, d_model=32, d_ff=64, num_layers=1, num_heads=4, d_kv=8
+        )
+    )
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        doctor.diagnose(t5)
+    with torch.device("meta"):
+        meta = AutoModelForCausalLM.from_config(config)
+    with pytest.raises(ValueError, match="meta"):
+        doctor.diagnose(meta)
+    with pytest.raises(ValueError, match="reference_dtype"):
+        doctor.diagnose(tiny("rope"), reference_dtype="float8")
+    with pytest.raises(ValueError, match="max_tokens"):
+        doctor.diagnose(tiny("rope"), max_tokens=5)
+
+
+def test_a_float32_reference_runs_with_a_looser_tolerance():
+    found = by_check(doctor.diagnose(build("llama"), reference_dtype="float32"))
+    assert (
+        found["float64 reference"].status == "skip"
+    )  # a float32 model, a float32 copy
+    assert "within 1e-04" in found["right-padded batch"].detail
+
+
+def test_the_command_line_refuses_bad_options(capsys):
+    with pytest.raises(SystemExit):
+        doctor.main(["x", "--dtype", "bf16"])
+    with pytest.raises(SystemExit):
+        doctor.main(["no/such/path"])
+    assert "does not exist" in capsys.readouterr().err
