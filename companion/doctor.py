@@ -466,25 +466,19 @@ def _check_left_forward(ref, seqs, alone, tol) -> Finding:
     pos = position_ids_from_attention_mask(mask)
     fixed = _gap(_rows(ref.logits(ids, mask=mask, position_ids=pos), mask), alone)
     if fixed > tol * scale:
-        return _compare(
-            name,
-            gap,
-            scale,
-            tol,
-            "model(ids, attention_mask)",
+        warn = False
+        fix = (
             f", and by {_fmt(fixed)} with position_ids from the mask: the padding "
-            "mask itself is not applied",
+            "mask itself is not applied"
         )
-    return _compare(
-        name,
-        gap,
-        scale,
-        tol,
-        "model(ids, attention_mask)",
-        ": a plain forward numbers padding as positions (generate does not); pass "
-        f"position_ids=(mask.cumsum(-1) - 1).clamp(min=0) ({_bound(tol * scale)} then)",
-        warn=True,
-    )
+    else:
+        warn = True
+        fix = (
+            ": a plain forward numbers padding as positions (generate does not); pass "
+            "position_ids=(mask.cumsum(-1) - 1).clamp(min=0) "
+            f"({_bound(tol * scale)} then)"
+        )
+    return _compare(name, gap, scale, tol, "model(ids, attention_mask)", fix, warn)
 
 
 def _check_generate(ref, seqs, tol, new_tokens=3) -> Finding:
@@ -557,88 +551,62 @@ def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
         return list(torch.split(logits[0], lengths))
 
     scale = _scale(alone)
+    if not ref.tiny and not _infers_documents(ref, ids, pos):
+        return _packed_without_inference(ref, ids, pos, lengths, alone, tol)
     if ref.tiny:
         docs = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(lengths))
         allowed = packed_attention_mask(docs[None])
         good = _gap(rows(ref.logits(ids, mask=allowed, position_ids=pos)), alone)
-        plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
-        return [
-            _compare(
-                name,
-                good,
-                scale,
-                tol,
-                "model(row, attention_mask=packed_attention_mask(docs), position_ids)",
-            ),
-            _compare(
-                f"{name}, default call",
-                plain,
-                scale,
-                tol,
-                "model(row, position_ids) without a document mask",
-                ": documents attend to each other; pass the block-diagonal mask",
-                warn=True,
-            ),
-        ]
-    if not _infers_documents(ref, ids, pos):
-        leak = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
-        block = _gap(
-            rows(
-                ref.logits(
-                    ids,
-                    mask=_block_mask(lengths, ref.dtype),
-                    position_ids=pos,
-                    use_cache=False,
-                )
-            ),
-            alone,
+        calls = (
+            "model(row, attention_mask=packed_attention_mask(docs), position_ids)",
+            "model(row, position_ids) without a document mask",
         )
-        works = (
-            f"with a 4-D block-diagonal attention_mask it matches "
-            f"({_bound(tol * scale)})"
-            if block <= tol * scale
-            else f"a 4-D block-diagonal attention_mask gives {_fmt(block)}: pad "
-            "instead of packing"
-        )
-        first = Finding(
-            name,
-            "warn",
-            "this model never infers documents from position_ids (they do not reach "
-            f"its mask): model(row, position_ids) leaks by {_fmt(leak)}; {works}",
-            leak,
-        )
-        return [
-            first,
-            Finding(
-                f"{name}, default call",
-                "skip",
-                "see packed batch: this model never infers documents",
-            ),
-        ]
-    good = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
-    plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
-    fix = (
-        ": documents attend to each other (transformers infers the document mask "
-        "only with no mask and no cache); pass use_cache=False, as Trainer does"
-    )
-    return [
-        _compare(
-            name,
-            good,
-            scale,
-            tol,
+        fixes = ("", ": documents attend to each other; pass the block-diagonal mask")
+    else:
+        good = _gap(rows(ref.logits(ids, position_ids=pos, use_cache=False)), alone)
+        calls = (
             "model(row, position_ids, use_cache=False)",
-            ": the documents' mask inferred from position_ids lets them leak",
-        ),
-        _compare(
-            f"{name}, default call",
-            plain,
-            scale,
-            tol,
             "model(row, position_ids) with use_cache at its default",
-            fix,
-            warn=True,
-        ),
+        )
+        fixes = (
+            ": the documents' mask inferred from position_ids lets them leak",
+            (
+                ": documents attend to each other (transformers infers the document "
+                "mask only with no mask and no cache); pass use_cache=False, as "
+                "Trainer does"
+            ),
+        )
+    plain = _gap(rows(ref.logits(ids, position_ids=pos)), alone)
+    return [
+        _compare(name, good, scale, tol, calls[0], fixes[0]),
+        _compare(f"{name}, default call", plain, scale, tol, calls[1], fixes[1], True),
+    ]
+
+
+def _packed_without_inference(ref, ids, pos, lengths, alone, tol) -> list[Finding]:
+    """A transformers model whose mask never sees position ids (OPT, BLOOM): how much
+    a packed row leaks, and whether a 4-D block-diagonal mask repairs it."""
+    scale = _scale(alone)
+
+    def gap(**kwargs):
+        logits = ref.logits(ids, position_ids=pos, use_cache=False, **kwargs)
+        return _gap(list(torch.split(logits[0], lengths)), alone)
+
+    leak, block = gap(), gap(mask=_block_mask(lengths, ref.dtype))
+    works = (
+        f"with a 4-D block-diagonal attention_mask it matches ({_bound(tol * scale)})"
+        if block <= tol * scale
+        else f"a 4-D block-diagonal attention_mask gives {_fmt(block)}: pad instead "
+        "of packing"
+    )
+    detail = (
+        "this model never infers documents from position_ids (they do not reach its "
+        f"mask): model(row, position_ids) leaks by {_fmt(leak)}; {works}"
+    )
+    skip = "see packed batch: this model never infers documents"
+    return [
+        Finding("packed batch", "warn", detail, leak),
+        Finding("packed batch, default call", "skip", skip),
     ]
 
 
