@@ -915,7 +915,8 @@ def approx(value: float, digits: int = 2) -> str:
     the notebook tests to mask it (``tests/nbval_sanitize.cfg``); asserts carry the
     claims.
     """
-    return f"≈{float(value):.{_checks.positive_int('digits', digits)}f}"
+    text = f"{float(value):.{_checks.positive_int('digits', digits)}f}"
+    return "≈" + (text.lstrip("-") if float(text) == 0 else text)  # no "≈-0.00"
 
 
 def mean_and_spread(values: Sequence[float]) -> tuple[float, float]:
