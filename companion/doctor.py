@@ -4,25 +4,34 @@
 ``transformers`` causal LM and returns a list of :class:`Finding`. Most checks run the
 same random token sequences twice, in a batch (right-padded, left-padded, packed) or
 through a cache (one token at a time, in chunks), and once each alone in one plain pass,
-and compare the logits of every real token. Positions are the only thing that differs
-between the two runs, so a gap is a position bug, or a way of calling the model that
-gives tokens the wrong positions. The comparisons run on a float64 copy of the model, so
-that rounding (about 1e-2 in bfloat16) is not mistaken for a bug; one check measures
-that rounding on the model as it is.
+and compare the logits of every real token. The tokens are the same in both runs, so a
+gap comes from their positions, their mask, or something else that crosses the batch:
+the batching, padding, packing and cache bugs. The comparisons run on a float64 copy of
+the model, so that rounding is not mistaken for a bug; one check compares the model in
+its own dtype with that copy, and one reads the dtype of every position buffer.
 
 Each finding has a status:
 
 * ``"pass"``: batch or cache and alone agree within the tolerance;
-* ``"fail"``: they do not, or a position buffer is not float32 or float64: a bug in the
-  model or its buffers;
-* ``"warn"``: the model is right, but a common way of calling it gives some tokens the
-  wrong positions (the finding names the call that works);
+* ``"fail"``: they do not, or a buffer that multiplies positions (RoPE's ``inv_freq``,
+  ALiBi's slopes) is below float32: a bug in the model or its buffers;
+* ``"warn"``: not a bug in the model, but something to know: a common call that gives
+  some tokens the wrong positions (the finding names the call that works), frequencies
+  that depend on the batch, a table of values stored in bfloat16, or a reference run in
+  float32 because float64 does not work for this model;
 * ``"skip"``: the check does not apply (its detail says why).
+
+What no comparison of a model with itself can find: a bug that gives every call the
+same wrong positions (every position off by one, a RoPE layout mismatched with its
+checkpoint, a window of the wrong size in both mask and cache), and bugs that appear
+only at positions the sequences do not reach (by default about 11: a table too short, a
+scaling threshold, a long window; pass longer ``lengths`` and ``max_tokens``). Chapter
+16's checklist, and a comparison with a reference implementation, find those.
 
 From the command line, on a local checkpoint folder or a ``config.json`` (random
 weights; nothing is downloaded)::
 
-    python -m companion.doctor PATH [--dtype bfloat16] [--max-tokens 256]
+    python -m companion.doctor PATH [--dtype bfloat16] [--lengths 7,4,9]
 
 Conventions: ``transformers`` 5.24 (``cache``, formerly ``past_key_values``;
 ``position_ids``; ``DynamicCache``); a packed row restarts its position ids at each
@@ -66,10 +75,14 @@ CHECKS = (
     "dynamic scaling",
     "sliding window",
 )
-# Buffers that hold positions: RoPE frequencies and tables, sinusoidal tables, slopes.
+# Buffers that hold positions: RoPE frequencies and tables, sinusoidal tables, slopes;
+# of those, the ones multiplied by a position (so their rounding grows with it).
 POSITION_BUFFER = re.compile(
     r"inv_freq|rotary|rope|position|pos_emb|alibi|slopes|(^|[._])(cos|sin)(_\w*)?$"
 )
+
+
+MULTIPLIES_POSITIONS = re.compile(r"inv_freq|slopes|alibi")
 
 
 @dataclass(frozen=True)
@@ -325,7 +338,7 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
         or getattr(config, "max_len", 0)
         or 4096
     )
-    names, low, worst, fixable = [], [], 0.0, True
+    names, low, tables, worst, fixable = [], [], [], 0.0, True
     for mod_name, module in model.named_modules():
         refs = _reference_inv_freqs(module)
         for buf_name, buf in module.named_buffers(recurse=False):
@@ -335,8 +348,14 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
             names.append(full)
             key = _restorable(module, buf_name, refs)
             if buf.dtype not in (torch.float32, torch.float64):
-                low.append(f"{full} is {str(buf.dtype).removeprefix('torch.')}")
-                fixable = fixable and key is not None
+                what = f"{full} is {str(buf.dtype).removeprefix('torch.')}"
+                # A frequency or slope multiplies the position: its rounding grows
+                # with it. A table of cos, sin or sinusoid values is rounded once.
+                if MULTIPLIES_POSITIONS.search(full):
+                    low.append(what)
+                    fixable = fixable and key is not None
+                else:
+                    tables.append(what)
             if key is not None:
                 worst = max(worst, _angle_error(buf, refs[key], position))
     if not names:
@@ -351,16 +370,23 @@ def check_position_buffers(model, position: int | None = None) -> Finding:
         fix = (
             "doctor.restore_position_buffers(model) recomputes them in float32"
             if fixable
-            else "rebuild or reload the model (from_pretrained(dtype=...) and "
-            "from_config(dtype=...) keep them float32)"
+            else "rebuild the model in float32, or cast only its parameters"
         )
         return Finding(
             "position buffers",
             "fail",
-            ", ".join(low)
+            ", ".join(low + tables)
             + (angle if worst else "")
             + f": the values are rounded, so .float() does not restore them; {fix}",
             worst,
+        )
+    if tables:
+        return Finding(
+            "position buffers",
+            "warn",
+            ", ".join(tables)
+            + ": a table of values rounded once (about 2**-9 of each entry in "
+            "bfloat16, not growing with the position); float32 is exact to 2**-24",
         )
     return Finding(
         "position buffers",
@@ -418,8 +444,9 @@ def _check_reference(
     agrees = (
         f"agrees with {ref_dtype} ({_bound(tolerance * scale)})"
         if gap <= tolerance * scale
-        else f"differs from {ref_dtype} by {_fmt(gap)}, within {ours_dtype}'s "
-        f"rounding (up to {_fmt(allowed)}): a gap that size is not a position bug"
+        else f"differs from {ref_dtype} by {_fmt(gap)}, within what {ours_dtype}'s "
+        f"rounding may give (up to {_fmt(allowed)} allowed): rounding explains it, "
+        f"and a bug in the {ours_dtype} code path smaller than that would not show"
     )
     return Finding(
         name,
@@ -851,7 +878,8 @@ def diagnose(
     except RuntimeError as err:
         if reference_dtype != torch.float64:
             raise
-        finite, fallback = True, f"its float64 copy does not run ({str(err)[:60]})"
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        finite, fallback = True, f"its float64 copy does not run ({first[:120]})"
     if (
         not finite
         and reference_dtype == torch.float64
@@ -1005,10 +1033,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--reference-dtype", choices=("float64", "float32"), default="float64"
     )
+    parser.add_argument(
+        "--lengths",
+        default="7,4,9",
+        help="comma-separated lengths of the batched sequences; longer ones reach "
+        "larger positions (raise --max-tokens with them)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.max_tokens < 9:
-        parser.error("--max-tokens must be at least 9 (the longest default sequence)")
+    try:
+        lengths = [int(n) for n in args.lengths.split(",")]
+    except ValueError:
+        parser.error(
+            f"--lengths must be integers separated by commas, got {args.lengths!r}"
+        )
+    if args.max_tokens < max(lengths):
+        parser.error(
+            f"--max-tokens ({args.max_tokens}) must be at least the longest of "
+            f"--lengths ({max(lengths)})"
+        )
     path = Path(args.path)
     random = not (path.is_dir() and _has_weights(path))
     dtype = None if args.dtype is None else getattr(torch, args.dtype)
@@ -1016,6 +1059,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = load(path, dtype=dtype, seed=args.seed)
         findings = diagnose(
             model,
+            lengths=lengths,
             seed=args.seed,
             max_tokens=args.max_tokens,
             reference_dtype=getattr(torch, args.reference_dtype),

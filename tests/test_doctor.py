@@ -241,9 +241,12 @@ def test_the_tiny_decoder_with_dropped_cache_positions_fails(monkeypatch):
     assert found["chunked prefill"].status == "fail"
 
 
-def test_the_tiny_decoder_in_bfloat16_fails_the_buffer_check():
+def test_bfloat16_tables_warn_and_bfloat16_slopes_fail():
+    # A table of values is rounded once; a slope multiplies the distance.
     found = doctor.check_position_buffers(tiny("sinusoidal").to(torch.bfloat16))
-    assert found.status == "fail" and "bfloat16" in found.detail
+    assert found.status == "warn" and "bfloat16" in found.detail
+    found = doctor.check_position_buffers(tiny("alibi").to(torch.bfloat16))
+    assert found.status == "fail" and "alibi_slopes is bfloat16" in found.detail
 
 
 def test_the_report_has_one_line_per_check_and_a_summary(healthy):
@@ -453,9 +456,18 @@ def test_the_dynamic_check_takes_the_shortest_prompt_and_lengths_stay_below_the_
 
 
 def test_buffers_it_cannot_recompute_get_another_fix():
-    found = doctor.check_position_buffers(tiny("rope").to(torch.bfloat16))
+    found = doctor.check_position_buffers(tiny("alibi").to(torch.bfloat16))
     assert found.status == "fail" and "restore_position_buffers" not in found.detail
-    assert "rebuild or reload" in found.detail
+    assert "rebuild the model in float32" in found.detail
+
+
+def test_the_command_line_takes_longer_lengths(tmp_path, capsys):
+    config_dir = tmp_path / "config"
+    CONFIGS["mistral-window"]().save_pretrained(config_dir)
+    assert doctor.main([str(config_dir), "--lengths", "30,12,20"]) == 0
+    assert "prefill of 15 tokens" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        doctor.main([str(config_dir), "--lengths", "300,12", "--max-tokens", "256"])
 
 
 def test_wrong_kinds_of_model_get_a_clear_error():
