@@ -20,7 +20,7 @@ numbers (or raises, for :func:`check_position_table`, which guards a slice):
   before it, at prefill, in a cached step, or within each document of a packed row?
 * :func:`low_precision_buffers`: which floating-point buffers (RoPE's ``inv_freq``) a
   cast such as ``model.to(torch.bfloat16)`` rounded; :func:`to_keeping_buffers` casts
-  the parameters and keeps the buffers.
+  the model and keeps RoPE's frequency buffers.
 
 The training side (:func:`checklist_runs`) trains :class:`~companion.model.TinyDecoder`
 models in :func:`companion.lab.run_parallel` workers, one setting and seed per run.
@@ -663,12 +663,18 @@ def low_precision_buffers(model: torch.nn.Module) -> dict[str, torch.dtype]:
 
 
 def to_keeping_buffers(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """``model.to(dtype)``, then every floating-point buffer put back as it was.
+    """``model.to(dtype)``, with RoPE's frequency buffers kept as they were.
 
-    The parameters are cast; buffers such as RoPE's ``inv_freq`` keep their float32
-    values, as ``from_pretrained(..., dtype=...)`` leaves them. (Casting a rounded
-    buffer back to float32 afterwards would not undo the rounding.) Returns ``model``,
-    changed in place like ``.to()``.
+    Every buffer whose name ends in ``inv_freq`` (transformers' ``inv_freq``,
+    ``original_inv_freq`` and their per-layer-type forms) keeps its float32 values, as
+    ``from_pretrained(..., dtype=...)`` keeps them: the angle ``m * inv_freq`` would
+    carry their rounding times the position. The parameters and every other buffer are
+    cast, as ``.to()`` casts them: a table added to the activations (XGLM's sinusoidal
+    ``embed_positions.weights``) must have their dtype, and a rounded table of values
+    is off by one rounding at every position, not by an error that grows with it.
+    (Casting a rounded buffer back to float32 afterwards would not undo the rounding;
+    :func:`companion.doctor.restore_position_buffers` recomputes it.) Returns
+    ``model``, changed in place like ``.to()``.
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -677,7 +683,7 @@ def to_keeping_buffers(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.M
     kept = {
         name: buffer
         for name, buffer in model.named_buffers(remove_duplicate=False)
-        if buffer.is_floating_point()
+        if buffer.is_floating_point() and name.endswith("inv_freq")
     }
     model.to(dtype)
     for name, buffer in kept.items():

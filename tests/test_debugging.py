@@ -548,6 +548,28 @@ def test_to_bfloat16_rounds_the_rotary_buffers_and_to_keeping_buffers_does_not()
     assert debugging.low_precision_buffers(reference) == {}
 
 
+def test_to_keeping_buffers_keeps_only_the_frequencies():
+    from transformers import GemmaConfig, GemmaForCausalLM, XGLMConfig, XGLMForCausalLM
+
+    # XGLM adds its sinusoidal table to the activations: kept in float32 it would not run.
+    torch.manual_seed(0)
+    xglm = XGLMForCausalLM(XGLMConfig(d_model=32, num_layers=1, attention_heads=2,
+                                      ffn_dim=64, vocab_size=100)).eval()
+    kept = debugging.to_keeping_buffers(xglm, torch.bfloat16)
+    assert kept.model.embed_positions.weights.dtype == torch.bfloat16
+    with torch.no_grad():
+        assert kept(torch.tensor([[3, 4, 5]])).logits.dtype == torch.bfloat16
+    # Gemma: inv_freq kept, embed_scale cast, as a model built in bfloat16 has them.
+    config = GemmaConfig(hidden_size=32, num_attention_heads=2, num_key_value_heads=1,
+                         head_dim=16, intermediate_size=64, num_hidden_layers=1,
+                         vocab_size=100, bos_token_id=1, eos_token_id=1)
+    gemma = debugging.to_keeping_buffers(GemmaForCausalLM(config).eval(), torch.bfloat16)
+    built = GemmaForCausalLM._from_config(config, dtype=torch.bfloat16)
+    low = debugging.low_precision_buffers(gemma)
+    assert low == debugging.low_precision_buffers(built) == {
+        "model.embed_tokens.embed_scale": torch.bfloat16}
+
+
 def test_from_pretrained_with_a_dtype_keeps_the_rotary_buffers_in_float32(tmp_path):
     from transformers import LlamaForCausalLM
 
