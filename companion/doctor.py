@@ -87,8 +87,8 @@ MULTIPLIES_POSITIONS = re.compile(r"inv_freq|slopes|alibi")
 
 @dataclass(frozen=True)
 class Finding:
-    """One check's result: ``check`` (a name in :data:`CHECKS`), ``status`` (one of
-    :data:`STATUSES`), ``detail`` (one line, with the measured number) and ``value``
+    """One check's result: ``check`` (a name in ``CHECKS``), ``status`` (one of
+    ``STATUSES``), ``detail`` (one line, with the measured number) and ``value``
     (the measured number itself, or None)."""
 
     check: str
@@ -829,7 +829,7 @@ def diagnose(
         reference_dtype: the copy's dtype; ``torch.float32`` halves the memory of the
             copy (and needs no float64 kernels, which some MoE layers lack).
         max_tokens: the longest sequence a check may build; longer checks are skipped.
-        checks: names from :data:`CHECKS` to run (default: all).
+        checks: names from ``CHECKS`` to run (default: all).
 
     What no comparison of a model with itself can find: a bug that gives every call the
     same wrong positions (every position off by one, a RoPE layout mismatched with
