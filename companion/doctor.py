@@ -54,6 +54,7 @@ from pathlib import Path
 import torch
 
 from companion.batching import (
+    document_ids_from_position_ids,
     pack,
     packed_attention_mask,
     pad_batch,
@@ -554,13 +555,13 @@ def _infers_documents(ref, ids, pos) -> bool:
     return any(calls)
 
 
-def _block_mask(lengths, dtype) -> torch.Tensor:
-    """A 4-D additive mask ``(1, 1, n, n)``: 0 inside a document, causal, else min."""
-    docs = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
-    n = len(docs)
-    allowed = (docs[:, None] == docs[None, :]) & torch.ones(n, n).tril().bool()
-    mask = torch.zeros(n, n, dtype=dtype)
-    return mask.masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+def _block_mask(position_ids, dtype) -> torch.Tensor:
+    """A 4-D additive mask ``(1, 1, n, n)`` for a packed row's ``position_ids (1, n)``:
+    0 where a token may attend (its own document, causally), else the dtype's min."""
+    allowed = packed_attention_mask(document_ids_from_position_ids(position_ids))
+    allowed = allowed & torch.ones_like(allowed[0]).tril()  # (1, n, n)
+    mask = torch.zeros(allowed.shape, dtype=dtype)
+    return mask.masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
 
 
 def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
@@ -581,8 +582,7 @@ def _check_packed(ref, seqs, alone, tol) -> list[Finding]:
     if not ref.tiny and not _infers_documents(ref, ids, pos):
         return _packed_without_inference(ref, ids, pos, lengths, alone, tol)
     if ref.tiny:
-        docs = torch.repeat_interleave(torch.arange(len(seqs)), torch.tensor(lengths))
-        allowed = packed_attention_mask(docs[None])
+        allowed = packed_attention_mask(document_ids_from_position_ids(pos))
         good = _gap(rows(ref.logits(ids, mask=allowed, position_ids=pos)), alone)
         calls = (
             "model(row, attention_mask=packed_attention_mask(docs), position_ids)",
@@ -619,7 +619,7 @@ def _packed_without_inference(ref, ids, pos, lengths, alone, tol) -> list[Findin
         logits = ref.logits(ids, position_ids=pos, use_cache=False, **kwargs)
         return _gap(list(torch.split(logits[0], lengths)), alone)
 
-    leak, block = gap(), gap(mask=_block_mask(lengths, ref.dtype))
+    leak, block = gap(), gap(mask=_block_mask(pos, ref.dtype))
     works = (
         f"with a 4-D block-diagonal attention_mask it matches ({_bound(tol * scale)})"
         if block <= tol * scale
