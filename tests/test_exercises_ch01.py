@@ -76,7 +76,7 @@ def _raises(w, p):
         (_raises, "raised RuntimeError: boom"),
         (lambda w, p: w[0], "Expected an array of shape (1, 2, 5, 5)"),
         (lambda w, p: "weights", "Expected an array or tensor"),
-        (lambda w, p: None, "Expected an array"),
+        (lambda w, p: None, "returned None: did you forget `return`?"),
     ],
 )
 def test_permuted_weights_junk_never_raises(answer, hint):
@@ -138,7 +138,7 @@ def test_pooled_groups_rejects_typical_mistakes(labels, hint):
 @pytest.mark.parametrize(
     "labels, hint",
     [
-        (None, "Expected a list of 6"),
+        (None, "is None"),
         ("001012", "Expected a list of 6"),
         ([0, 0, 1], "got 3"),
         ([[0], [0], [1], [0], [1], [2]], "plain value"),
@@ -191,7 +191,7 @@ def test_distinct_orderings_rejects_typical_mistakes(answer, hint):
     "answer, hint",
     [
         (12, "Expected a pair"),
-        (None, "Expected a pair"),
+        (None, "is None"),
         ("1,12", "Expected a pair"),
         ((1, 12, 3), "Expected a pair"),
         ({"a": 1, "b": 12}, "Expected a pair"),

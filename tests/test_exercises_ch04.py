@@ -30,7 +30,7 @@ def first_negative_by_loop(d: int, base: float = 10000.0) -> int:
 
 FIRST_NEGATIVE_32 = first_negative_by_loop(32)
 
-ODD_INPUTS = [None, "47117", [1.0, 2.0], np.zeros((2, 2)), True, float("nan"), float("inf"), object(), {"a": 1}]
+ODD_INPUTS = ["47117", [1.0, 2.0], np.zeros((2, 2)), True, float("nan"), float("inf"), object(), {"a": 1}]
 
 
 def test_reference_values():
@@ -85,7 +85,8 @@ def test_first_negative_wrong(answer, hint):
     assert not feedback and hint in feedback.message
 
 
-@pytest.mark.parametrize("answer", [RATIO_512, np.float64(RATIO_512), np.array([[RATIO_512]])])
+@pytest.mark.parametrize("answer", [RATIO_512, np.float64(RATIO_512), np.array([[RATIO_512]]),
+                                    1.0366, 1.037, round(RATIO_512, 6)])  # rounded: 4+ digits
 def test_wavelength_ratio_right(answer):
     feedback = check_wavelength_ratio(answer)
     assert feedback, feedback.message
@@ -97,8 +98,10 @@ def test_wavelength_ratio_right(answer):
         (1 / RATIO_512, "frequencies"),
         (10000 ** (1 / 512), "2i/d"),
         (2 * math.pi * RATIO_512, "cancels"),
-        (1.0366, "six significant digits"),
-        (1.03, "divide"),
+        (1.04, "Close: give more digits"),
+        (1.0367, "off in its last digits"),
+        (1.02, "divide"),
+        (1.03, "Close: give more digits"),  # cut off after 3 digits
         (10000 ** (2 / 64), "divide"),
     ],
 )

@@ -123,7 +123,7 @@ def test_extend_table_success_says_a_trained_model_is_another_matter():
 def test_extend_table_never_raises(answer):
     feedback = check_extend_table(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    assert "shape" in feedback.message or "complex" in feedback.message
+    assert any(w in feedback.message for w in ("shape", "complex", "is None"))
 
 
 # ---- ch05-which-shift ------------------------------------------------------------------
@@ -183,7 +183,7 @@ def test_shift_property_rejects_wrong_labels(answer):
 def test_shift_property_never_raises(answer):
     feedback = check_shift_property(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    assert "expected" in feedback.message
+    assert "expected" in feedback.message or answer is None and "is None" in feedback.message
 
 
 # ---- ch05-offset-scores ----------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_ntk_base_rejects_typical_mistakes(answer, hint):
 def test_ntk_base_never_raises(answer):
     feedback = check_ntk_base(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    assert "expected" in feedback.message
+    assert "expected" in feedback.message.lower()  # "Expected an answer" for None
 
 
 # ---- ch08-yarn-classes -----------------------------------------------------------------
@@ -112,7 +112,7 @@ def test_yarn_classes_rejects_typical_mistakes(answer, hint):
 def test_yarn_classes_never_raises(answer):
     feedback = check_yarn_classes(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    assert "expected" in feedback.message
+    assert "expected" in feedback.message.lower()  # "Expected an answer" for None
 
 
 # ---- ch08-ntk-unseen -------------------------------------------------------------------
@@ -152,7 +152,7 @@ def test_ntk_unseen_rejects_typical_mistakes(answer, hint):
 def test_ntk_unseen_never_raises(answer):
     feedback = check_ntk_unseen_pairs(answer)
     assert isinstance(feedback, Feedback) and not feedback
-    assert "expected" in feedback.message
+    assert "expected" in feedback.message.lower()  # "Expected an answer" for None
 
 
 # ---- float32 answers (a right answer computed in float32 must pass) ----------------------

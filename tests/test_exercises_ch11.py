@@ -185,14 +185,18 @@ def test_longrope_names_each_mistake(answer, words):
         _fails_with(check_longrope_attention_factor(value), words)
 
 
-@pytest.mark.parametrize("rounded", [1.109, 1.11, round(RIGHT_A, 3), 1.1093])
-def test_longrope_rounded_right_answer_is_told_it_is_rounded(rounded):
+@pytest.mark.parametrize("rounded, words", [(1.11, "give more digits"),
+                                            (round(RIGHT_A, 2), "give more digits"),
+                                            (1.1093, "is rounded off"), (1.1098, "is rounded")])
+def test_longrope_rounded_right_answer_is_told_it_is_rounded(rounded, words):
     for form, value in _forms(rounded).items():
-        _fails_with(check_longrope_attention_factor(value), "is rounded")
+        _fails_with(check_longrope_attention_factor(value), words)
 
 
-def test_longrope_four_decimals_pass():
-    assert check_longrope_attention_factor(round(RIGHT_A, 4))
+@pytest.mark.parametrize("digits", [4, 5, 6])
+def test_longrope_four_or_more_significant_digits_pass(digits):
+    for form, value in _forms(float(f"{RIGHT_A:.{digits}g}")).items():
+        assert check_longrope_attention_factor(value), form
 
 
 def test_longrope_half_precision_is_told_why():

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from companion.attention import MultiHeadSelfAttention
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._answers import as_array, as_bool, as_number, returned_none
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 
@@ -38,15 +39,12 @@ POOLED_SENTENCES = (
 )
 
 
-def _as_array(value) -> np.ndarray | None:
-    """A float64 array from a tensor, array or nested list; None if that is
-    impossible."""
-    try:
-        if isinstance(value, torch.Tensor):
-            return value.detach().cpu().to(torch.float64).numpy()
-        return np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
+def _as_array(value) -> np.ndarray | str:
+    """A float64 array from a tensor, array or nested list, or a message saying why
+    not."""
+    if value is None:
+        return returned_none()
+    return as_array(value)
 
 
 def _attention_case(seq: int, perm: tuple[int, ...]):
@@ -65,6 +63,7 @@ def _attention_case(seq: int, perm: tuple[int, ...]):
     return weights, perm_t, expected
 
 
+@checker(none_is_an_answer=True)  # None: not a function
 def check_permuted_weights(fn) -> Feedback:
     """``fn(weights, perm)`` must return the weights of the permuted input.
 
@@ -80,7 +79,9 @@ def check_permuted_weights(fn) -> Feedback:
         except Exception as err:  # the learner's code; report, never raise
             return wrong(f"Your function raised {type(err).__name__}: {err}")
         got = _as_array(result)
-        if got is None:
+        if isinstance(got, str):
+            if result is None or "complex" in got or "NaN" in got:
+                return wrong(got)
             return wrong(
                 f"Expected an array or tensor of shape {tuple(expected.shape)}, got "
                 f"{type(result).__name__}"
@@ -140,6 +141,7 @@ def _partition(labels) -> set[frozenset[int]]:
     return {frozenset(g) for g in groups.values()}
 
 
+@checker
 def check_pooled_groups(labels) -> Feedback:
     """Six labels for :data:`POOLED_SENTENCES`, equal where the pooled outputs are
     equal."""
@@ -188,6 +190,7 @@ def check_pooled_groups(labels) -> Feedback:
     )
 
 
+@checker
 def check_distinct_orderings(answer) -> Feedback:
     """``(without_positions, with_positions)`` for all orderings of "dog bites dog
     man"."""
@@ -201,10 +204,10 @@ def check_distinct_orderings(answer) -> Feedback:
         return wrong(
             f"Expected a pair (without positions, with positions), got {answer!r}"
         )
-    try:
-        a, b = (float(v) for v in answer)
-    except (TypeError, ValueError):
-        return wrong(f"Expected two numbers, got {answer!r}")
+    a, b = (as_number(v) for v in answer)
+    for problem in (a, b):
+        if isinstance(problem, str):
+            return wrong(f"Expected two numbers, (without, with positions): {problem}")
     words = "dog bites dog man".split()
     sequences = factorial(len(words))
     for count in Counter(words).values():
@@ -351,6 +354,7 @@ def _double_copy(layer):
     return copy.deepcopy(layer).double()
 
 
+@checker(none_is_an_answer=True)  # None: not a function
 def check_equivariance_probe(fn) -> Feedback:
     """``fn(layer, dim)`` must return True exactly when ``layer`` is permutation
     equivariant.
@@ -371,12 +375,15 @@ def check_equivariance_probe(fn) -> Feedback:
                 verdict = fn(layer, dim)
         except Exception as err:  # the learner's code; report, never raise
             return wrong(f"Your probe raised {type(err).__name__} on the {name}: {err}")
+        if verdict is None:
+            return wrong(returned_none(f"Your probe, on the {name},"))
         if isinstance(verdict, torch.Tensor) and verdict.numel() == 1:
             verdict = bool(verdict.item())
-        if not isinstance(verdict, (bool, np.bool_)):
+        if as_bool(verdict) is None:
             return wrong(
                 f"Expected True or False, got {type(verdict).__name__} for the {name}"
             )
+        verdict = as_bool(verdict)
         if bool(verdict) != truth:
             if truth:
                 return wrong(

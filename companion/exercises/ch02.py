@@ -7,7 +7,8 @@ import numbers
 
 import numpy as np
 
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._answers import as_array, as_number, close, near_miss
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 
@@ -24,6 +25,8 @@ MATCHING_DIM = 768
 ROW_RMS_SHAPE = (50, 64)  # sinusoidal_table(50, 64)
 DOCUMENT_LENGTHS = (37, 120, 64, 91)  # one start token is prepended to each document
 COSINE_DIM = 768  # ch02-random-cosine: E |cos(e, p)| for a random e and a fixed p
+# The RMS of a row: float32 gets it within a few 1e-7.
+_RMS_RTOL, _RMS_ATOL = 1e-5, 1e-6
 
 
 def _describe(answer) -> str:
@@ -32,46 +35,22 @@ def _describe(answer) -> str:
     return f"{kind} of shape {tuple(shape)}" if shape is not None else kind
 
 
-def _as_real_array(answer) -> np.ndarray | None:
-    """``answer`` as a float64 array, or ``None`` if it is not real numbers."""
-    if isinstance(answer, (str, bytes, dict, set)) or answer is None:
-        return None
-    try:
-        # a torch tensor, possibly requiring grad or on a device
-        if hasattr(answer, "detach"):
-            answer = answer.detach().cpu().numpy()
-        arr = np.asarray(answer)
-    except Exception:  # ragged lists, objects numpy cannot read
-        return None
-    # bool, complex, strings and objects are not accepted
-    if arr.dtype.kind not in "iuf":
-        return None
-    return arr.astype(np.float64)
+def _as_real_array(answer) -> np.ndarray | str:
+    """``answer`` as a float64 array of any shape, or a message saying why not."""
+    return as_array(answer, finite=False)
 
 
-def _as_real_number(answer) -> float | None:
-    """``answer`` as one float (a Python/numpy number, or an array/tensor with one
-    element)."""
-    if isinstance(answer, bool):
-        return None
-    arr = _as_real_array(answer)
-    if arr is None or arr.size != 1:
-        return None
-    return float(arr.reshape(()))
+def _near(value, target: float, rtol: float = 0.02) -> bool:
+    return close(value, target, rtol=rtol)
 
 
-def _near(value: float, target: float, rtol: float = 0.02) -> bool:
-    return math.isfinite(value) and abs(value - target) <= rtol * abs(target)
-
-
+@checker
 def check_matching_init_std(answer) -> Feedback:
     """Exercise ch02-matching-init: the ``init_std`` for which ``sqrt(d) * E`` (d = 768)
     has the RMS of a row of the sinusoidal table, ``sqrt(1/2)``."""
-    value = _as_real_number(answer)
-    if value is None:
-        return wrong(
-            f"expected a single number (a standard deviation), got {_describe(answer)}"
-        )
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(f"The answer is a standard deviation: {value}")
     d = MATCHING_DIM
     target = math.sqrt(0.5) / math.sqrt(d)
     if _near(value, target):
@@ -79,6 +58,9 @@ def check_matching_init_std(answer) -> Feedback:
             f"init_std = {value:.4f}: after the sqrt(d) scaling the token vectors have "
             "the same RMS as the position vectors."
         )
+    miss = near_miss(value, target, rtol=0.02)
+    if miss:
+        return wrong(miss)
     if not math.isfinite(value) or value <= 0:
         return wrong(
             "a standard deviation is a positive finite number; check the sign and the "
@@ -108,11 +90,12 @@ def check_matching_init_std(answer) -> Feedback:
     )
 
 
+@checker
 def check_table_row_rms(answer) -> Feedback:
     """Exercise ch02-row-rms: the RMS of each row of ``sinusoidal_table(50, 64)``."""
     arr = _as_real_array(answer)
-    if arr is None:
-        return wrong(f"expected an array of 50 real numbers, got {_describe(answer)}")
+    if isinstance(arr, str):
+        return wrong(f"The answer is 50 numbers, one per row: {arr}")
     rows, features = ROW_RMS_SHAPE
     if arr.shape == (features,):
         return wrong(
@@ -129,20 +112,23 @@ def check_table_row_rms(answer) -> Feedback:
     if not np.all(np.isfinite(arr)):
         return wrong("the answer contains NaN or infinite values.")
     target = math.sqrt(0.5)
-    if np.allclose(arr, target, rtol=1e-5, atol=1e-6):
+    if close(arr, target, rtol=_RMS_RTOL, atol=_RMS_ATOL):
         return right(
             f"Every row has RMS {target:.4f}: each (sin, cos) pair contributes "
             "exactly 1 to the sum of squares."
         )
+    miss = near_miss(arr, target, rtol=_RMS_RTOL, atol=_RMS_ATOL)
+    if miss:
+        return wrong(miss)
     off = np.abs(arr - target) - 1e-5 * target
     # nearly all rows right: name the ones that are not
     if np.count_nonzero(off > 0) <= 3:
         bad = [int(p) for p in np.flatnonzero(off > 0)]
         return wrong(f"rows {bad} are off (e.g. row {bad[0]} gives {arr[bad[0]]:.6g}); "
                      "the others are right. Compute every row the same way.")
-    if np.allclose(arr, 0.5, rtol=1e-5, atol=1e-6):
+    if close(arr, 0.5, rtol=_RMS_RTOL, atol=_RMS_ATOL):
         return wrong("These are mean squares: take their square root to get the RMS.")
-    if np.allclose(arr, math.sqrt(features / 2), rtol=1e-5, atol=1e-6):
+    if close(arr, math.sqrt(features / 2), rtol=_RMS_RTOL, atol=_RMS_ATOL):
         return wrong(
             "these are Euclidean norms; RMS divides the sum of squares by the number "
             "of features first."
@@ -157,6 +143,7 @@ def check_table_row_rms(answer) -> Feedback:
     )
 
 
+@checker
 def check_smallest_max_len(answer) -> Feedback:
     """Exercise ch02-max-len: the smallest ``max_len`` that accepts the padded batch."""
     if isinstance(answer, bool) or isinstance(answer, (str, bytes)):
@@ -167,11 +154,9 @@ def check_smallest_max_len(answer) -> Feedback:
         value = int(answer)
     else:
         # float32/float64 answers that hold a whole number
-        number = _as_real_number(answer)
-        if number is None or not math.isfinite(number):
-            return wrong(
-                f"expected an integer number of positions, got {_describe(answer)}"
-            )
+        number = as_number(answer)
+        if isinstance(number, str):
+            return wrong(f"The answer is a whole number of positions: {number}")
         if number != round(number):
             return wrong(
                 f"a number of positions is a whole number (an integer), got {number}"
@@ -209,15 +194,14 @@ def _mean_abs_cosine(d: int) -> float:
     return math.exp(math.lgamma(d / 2) - math.lgamma((d + 1) / 2)) / math.sqrt(math.pi)
 
 
+@checker
 def check_expected_abs_cosine(answer) -> Feedback:
     """Exercise ch02-random-cosine: the expected ``|cos|`` between a freshly initialised
     token vector (i.i.d. normal entries) and a fixed position vector, for
     ``d = 768``."""
-    value = _as_real_number(answer)
-    if value is None:
-        return wrong(
-            f"expected a single number (a mean |cosine|), got {_describe(answer)}"
-        )
+    value = as_number(answer)
+    if isinstance(value, str):
+        return wrong(f"The answer is a mean |cosine|: {value}")
     d = COSINE_DIM
     target = _mean_abs_cosine(d)
     if _near(value, target, rtol=0.02):
@@ -226,6 +210,9 @@ def check_expected_abs_cosine(answer) -> Feedback:
             "a random direction in many dimensions is nearly orthogonal to any fixed "
             "one, whatever that one's mean."
         )
+    miss = near_miss(value, target, rtol=0.02)
+    if miss:
+        return wrong(miss)
     if not math.isfinite(value) or value < 0:
         return wrong("a mean of absolute values is a non-negative number.")
     if abs(value) < 1e-3:

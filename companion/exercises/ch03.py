@@ -11,11 +11,13 @@ from typing import Any
 import numpy as np
 
 from companion.exercises._answers import (
+    MIN_DIGITS,
+    as_array,
     as_number,
-    half_precision,
-    half_precision_message,
+    close,
+    near_miss,
 )
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 
@@ -57,39 +59,23 @@ def _as_array(
 ) -> tuple[np.ndarray | None, Feedback | None]:
     """Return ``(array, None)`` for a finite float array of ``shape``, else
     ``(None, feedback)``."""
-    try:
-        if hasattr(answer, "detach"):  # a torch tensor
-            answer = answer.detach().cpu()
-            answer = (
-                answer.float() if str(answer.dtype) == "torch.bfloat16" else answer
-            ).numpy()
-        raw = np.asarray(answer)
-        if np.iscomplexobj(raw):
-            return None, wrong(
-                f"Expected {what}, an array of real numbers of shape {shape}; "
-                "got complex numbers"
-            )
-        array = raw.astype(np.float64)
-    except Exception as err:  # noqa: BLE001 - a checker never raises
-        return None, wrong(f"Expected {what}, an array of shape {shape}; "
-                           f"could not read {type(answer).__name__}: {err}")
-    if array.shape != shape:
-        return None, wrong(
-            f"Expected {what}, an array of shape {shape}, got shape {array.shape}"
-        )
-    if not np.all(np.isfinite(array)):
-        return None, wrong(f"The answer ({what}) contains NaN or infinite values; "
-                           "every entry of the formula is finite")
+    array = as_array(answer, shape)
+    if isinstance(array, str):
+        if "NaN" in array:
+            return None, wrong(f"The answer ({what}) contains NaN or infinite values; "
+                               "every entry of the formula is finite")
+        return None, wrong(f"The answer is {what}: {array}")
     return array, None
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> bool:
-    """Entries of a table agree within the float32-safe absolute tolerance."""
-    return bool(np.allclose(a, b, rtol=0, atol=_ENTRY_ATOL))
+    """Entries of a table agree within the float32-safe absolute tolerance (or are
+    rounded to at least 4 significant digits: ``_answers``, "Rounded answers")."""
+    return close(a, b, atol=_ENTRY_ATOL)
 
 
 def _close_relative(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.allclose(a, b, rtol=_DENOMINATOR_RTOL, atol=0))
+    return close(a, b, rtol=_DENOMINATOR_RTOL)
 
 
 def _feature_name(feature: int) -> str:
@@ -115,6 +101,7 @@ def _halves_perm(dim: int) -> np.ndarray:
     return np.concatenate([np.arange(0, dim, 2), np.arange(1, dim, 2)])
 
 
+@checker
 def check_pe_row(answer: Any) -> Feedback:
     """Exercise ch03-pe-row: ``PE(5)`` for ``d = 16``, interleaved layout, shape
     ``(16,)``."""
@@ -125,6 +112,9 @@ def check_pe_row(answer: Any) -> Feedback:
     expected = _row(pos, dim)
     if _close(array, expected):
         return right(f"PE({pos}) matches the formula in all {dim} features.")
+    miss = near_miss(array, expected, atol=_ENTRY_ATOL)
+    if miss:
+        return wrong(miss)
     if _close(array, expected[_halves_perm(dim)]):
         return wrong(
             "The numbers are right but in the wrong order: the paper puts the sine and "
@@ -156,8 +146,6 @@ def check_pe_row(answer: Any) -> Feedback:
         return wrong(
             "Divide pos by the denominator 10000^(2i/d); do not multiply by it"
         )
-    if half_precision(answer):
-        return wrong(half_precision_message(half_precision(answer), _ENTRY_ATOL))
     off = np.abs(array - expected)
     bad = np.flatnonzero(off > _ENTRY_ATOL)
     worst = int(bad[np.argmax(off[bad])])
@@ -173,17 +161,14 @@ def check_pe_row(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_denominators(answer: Any) -> Feedback:
     """Exercise ch03-denominators: the ``d/2 = 8`` denominators ``10000^(2i/16)``, shape
     ``(8,)``."""
     dim = DENOMINATORS_DIM
     expected = _pair_denominators(dim)
-    try:
-        size = np.asarray(
-            answer.detach().cpu() if hasattr(answer, "detach") else answer
-        ).size
-    except Exception:  # noqa: BLE001 - a checker never raises
-        size = None
+    read = as_array(answer)
+    size = None if isinstance(read, str) else read.size
     if size == dim:
         return wrong(
             f"There is one denominator per (sin, cos) pair, so d = {dim} features have "
@@ -200,6 +185,9 @@ def check_denominators(answer: Any) -> Feedback:
         return right(
             f"All {dim // 2} denominators are right, from 1 up to {expected[-1]:.1f}."
         )
+    miss = near_miss(array, expected, rtol=_DENOMINATOR_RTOL)
+    if miss:
+        return wrong(miss)
     if _close_relative(array, 1.0 / expected):
         return wrong(
             "These are the reciprocals (the angular frequencies); the exercise asks "
@@ -214,16 +202,14 @@ def check_denominators(answer: Any) -> Feedback:
             "The exponents should be 2i/d for i = 0 .. d/2 - 1, evenly spaced but "
             "stopping short of 1, so the last denominator is below 10000"
         )
-    if half_precision(answer):
-        return wrong(half_precision_message(half_precision(answer), _DENOMINATOR_RTOL))
     relative = np.abs(array - expected) / expected
     bad = int(np.argmax(relative))
     rounded = np.allclose(array, np.round(array, 1), rtol=0, atol=1e-9)
     if rounded and np.abs(array - expected).max() <= 0.5 + 1e-9:
         return wrong(
-            "Close: the denominators look rounded (to one decimal or fewer); give them "
-            f"to at least six significant digits (compared to a relative "
-            f"{_DENOMINATOR_RTOL:g})"
+            "Close: the denominators look rounded (to one decimal or fewer); give "
+            f"each to at least {MIN_DIGITS} significant digits, or store the computed "
+            "values themselves"
         )
     return wrong(
         f"Entry i = {bad} is {array[bad]:.6g}, off by {relative[bad]:.2g} relative "
@@ -241,6 +227,7 @@ def _halves_table() -> np.ndarray:
     return np.concatenate([np.sin(angles), np.cos(angles)], axis=1)
 
 
+@checker
 def check_halves_to_interleaved(answer: Any) -> Feedback:
     """Exercise ch03-halves-to-interleaved: the halves table rearranged to the paper's
     layout."""
@@ -256,6 +243,9 @@ def check_halves_to_interleaved(answer: Any) -> Feedback:
             "Every column is in the paper's place: sine of pair i at 2i, cosine at 2i "
             "+ 1."
         )
+    miss = near_miss(array, expected, atol=_ENTRY_ATOL)
+    if miss:
+        return wrong(miss)
     if _close(array, halves):
         return wrong(
             "The table is still in the halves layout; the columns need to be rearranged"
@@ -274,8 +264,6 @@ def check_halves_to_interleaved(answer: Any) -> Feedback:
             "wrong place; the sine of pair i goes to feature 2i and its cosine to 2i "
             "+ 1"
         )
-    if half_precision(answer):
-        return wrong(half_precision_message(half_precision(answer), _ENTRY_ATOL))
     off = np.abs(array - expected)
     row, col = np.unravel_index(int(np.argmax(off)), off.shape)
     return wrong(
@@ -285,6 +273,7 @@ def check_halves_to_interleaved(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_tensor2tensor_base(answer: Any) -> Feedback:
     """Exercise ch03-t2t-base: the ``base`` for which the paper's formula, in the halves
     layout, gives tensor2tensor's timing signal for ``d = 64`` (a single positive
@@ -296,24 +285,27 @@ def check_tensor2tensor_base(answer: Any) -> Feedback:
     if value <= 1:
         return wrong(f"A base is a finite number above 1, got {value}")
     target = _BASE ** (dim / (dim - 2))
-    if np.isclose(value, target, rtol=_DENOMINATOR_RTOL, atol=0):
+    if _close_relative(value, target):
         return right(
             f"The base is 10000^(d/(d-2)) = {target:.1f} for d = {dim}: the exponent "
             "2i/d with this base equals tensor2tensor's i/(d/2 - 1) with base 10000."
         )
-    if np.isclose(value, _BASE, rtol=1e-6):
+    miss = near_miss(value, target, rtol=_DENOMINATOR_RTOL)
+    if miss:
+        return wrong(miss)
+    if _close_relative(value, _BASE):
         return wrong(
             "That is the paper's base: compare the last frequency of each table; "
             "tensor2tensor's reaches 1/10000 exactly, the paper's does not"
         )
-    if np.isclose(value, _BASE ** ((dim - 2) / dim), rtol=_DENOMINATOR_RTOL):
+    if _close_relative(value, _BASE ** ((dim - 2) / dim)):
         return wrong(
             "The exponent is upside down: the new base must be larger than 10000, so "
             "that the last pair, with exponent (d - 2)/d, still reaches 10000"
         )
-    if np.isclose(
-        value, _BASE ** (dim / (dim - 1)), rtol=_DENOMINATOR_RTOL
-    ) or np.isclose(value, _BASE ** ((dim - 1) / (dim - 2)), rtol=_DENOMINATOR_RTOL):
+    if _close_relative(value, _BASE ** (dim / (dim - 1))) or _close_relative(
+        value, _BASE ** ((dim - 1) / (dim - 2))
+    ):
         return wrong(
             "Close: tensor2tensor divides by num_timescales - 1 = d/2 - 1; equate "
             "base^(2i/d) with 10000^(i/(d/2 - 1)) for every i"

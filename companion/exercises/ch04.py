@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import FLOAT32_RTOL, as_number
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._answers import FLOAT32_RTOL, as_number, close, near_miss
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 
@@ -31,10 +31,18 @@ def _close(value: float, target: float) -> bool:
     """Relative closeness, float32-safe: in float32 the wavelengths and their ratio,
     built from frequencies exp(-2i/d * ln 10000), are off by up to ~6e-7 relative (that
     is why the old 1e-7 rejected right answers); the wrong answers named here are 1.8%
-    off or more."""
-    return math.isclose(value, target, rel_tol=FLOAT32_RTOL)
+    off or more. An answer rounded to 4 significant digits passes too (``_answers``,
+    "Rounded answers")."""
+    return close(value, target, rtol=FLOAT32_RTOL)
 
 
+def _near_miss(value: float, target: float) -> Feedback | None:
+    """The message for the right value given too coarsely, or None."""
+    miss = near_miss(value, target, rtol=FLOAT32_RTOL)
+    return None if miss is None else wrong(miss)
+
+
+@checker
 def check_longest_wavelength(answer: Any) -> Feedback:
     """Exercise ch04-longest-wavelength: the longest wavelength for d = 128, base
     10000."""
@@ -47,6 +55,8 @@ def check_longest_wavelength(answer: Any) -> Feedback:
         return right(
             f"The last pair (i = {d // 2 - 1}) repeats every {target:,.1f} positions."
         )
+    if _near_miss(value, target) is not None:
+        return _near_miss(value, target)
     if _close(value, 2 * math.pi * _BASE):
         return wrong("2*pi*10000 belongs to i = d/2, which is not a pair index; "
                      "which values can i take?")
@@ -68,6 +78,7 @@ def check_longest_wavelength(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_first_negative(answer: Any) -> Feedback:
     """Exercise ch04-first-negative: the first k > 0 with dot(k) < 0 for d = 32, base
     10000."""
@@ -101,6 +112,7 @@ def check_first_negative(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_wavelength_ratio(answer: Any) -> Feedback:
     """Exercise ch04-wavelength-ratio: lambda_{i+1} / lambda_i for d = 512, base
     10000."""
@@ -114,6 +126,8 @@ def check_wavelength_ratio(answer: Any) -> Feedback:
             f"Each pair's wavelength is {target:.6f} times the previous one; the "
             "ratio does not depend on i."
         )
+    if _near_miss(value, target) is not None:
+        return _near_miss(value, target)
     if _close(value, 1 / target):
         return wrong(
             "that is the ratio of frequencies: they shrink from pair to pair, while "
@@ -129,8 +143,8 @@ def check_wavelength_ratio(answer: Any) -> Feedback:
         )
     if abs(value - target) < 1e-3:
         return wrong(
-            f"Close: {value} is the ratio rounded; give it to at least six significant "
-            "digits (it is compared to a relative 1e-5)."
+            f"Close, but {value} is off in its last digits: compute the ratio rather "
+            "than rounding it by hand (it is compared to a relative 1e-5)."
         )
     return wrong("Write the wavelengths of pairs i and i + 1 and divide; what is left?")
 
@@ -139,6 +153,7 @@ def _longest(base: float, d: int) -> float:
     return 2 * math.pi * base ** ((d - 2) / d)
 
 
+@checker
 def check_rule_of_thumb_base(answer: Any) -> Feedback:
     """Exercise ch04-base-rule: the smallest integer base whose longest wavelength
     (d = 64) is at least 10 times the training length 2048."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import as_array, count_off
+from companion.exercises._feedback import Feedback, checker, right, wrong
 
 __all__ = [
     "check_t5_buckets_of_offsets",
@@ -35,11 +36,10 @@ def _t5_reference(offset: int, *, bidirectional: bool = True) -> int:
 def _int_vector(answer, length: int):
     """Return ``(list of ints, None)`` or ``(None, Feedback)`` explaining why ``answer``
     is unusable."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-    except (TypeError, ValueError):
-        return None, wrong(f"expected {length} integers, got {type(answer).__name__}")
-    if raw.dtype == object or raw.dtype.kind not in "iuf" or raw.ndim != 1:
+    raw = as_array(answer, finite=False)
+    if isinstance(raw, str):
+        return None, wrong(f"The answer is {length} integers: {raw}")
+    if raw.ndim != 1:
         return None, wrong(
             f"expected a flat list of {length} integers, got {type(answer).__name__} "
             f"{raw.shape}"
@@ -51,6 +51,7 @@ def _int_vector(answer, length: int):
     return [int(v) for v in raw], None
 
 
+@checker
 def check_t5_buckets_of_offsets(answer) -> Feedback:
     """T5 buckets (32, bidirectional, max_distance 128) of keys 100, 20, 3 back, 0, and
     5, 40 ahead."""
@@ -77,25 +78,19 @@ def check_t5_buckets_of_offsets(answer) -> Feedback:
         return wrong("Bucket indices lie in 0..31 with 32 buckets.")
     misses = sum(a != b for a, b in zip(values, expected))
     return wrong(
-        f"{misses} of the 6 buckets are off. Small distances (below 8) get a bucket "
+        f"{count_off(misses, 6, 'buckets')}. Small distances (below 8) get a bucket "
         "each; larger ones share logarithmically wider buckets; keys ahead of the "
         "query use the second half."
     )
 
 
+@checker
 def check_shaw_index_matrix(answer) -> Feedback:
     """The ``(5, 5)`` matrix ``clip(j - i, -3, 3) + 3`` (rows are queries ``i``, columns
     keys ``j``)."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if raw.dtype == object or raw.dtype.kind not in "iuf":
-            raise TypeError
-        matrix = raw.astype(np.float64)
-    except (TypeError, ValueError):
-        return wrong(
-            f"expected an integer array of shape ({SHAW_LEN}, {SHAW_LEN}), got "
-            f"{type(answer).__name__}"
-        )
+    matrix = as_array(answer, finite=False)
+    if isinstance(matrix, str):
+        return wrong(f"The answer is a matrix of integer indices: {matrix}")
     if matrix.shape != (SHAW_LEN, SHAW_LEN):
         return wrong(
             f"expected an array of shape ({SHAW_LEN}, {SHAW_LEN}), got shape "
@@ -130,24 +125,19 @@ def check_shaw_index_matrix(answer) -> Feedback:
     )
 
 
+@checker
 def check_positions_without_row(answer) -> Feedback:
     """The positions of a 600-token input that a ``max_len = 512`` table has no row
     for."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-    except (TypeError, ValueError):
-        raw = None
-    if (
-        raw is None
-        or raw.dtype == object
-        or raw.dtype.kind not in "iuf"
-        or raw.ndim != 1
-    ):
-        if raw is not None and raw.ndim == 0 and raw.dtype.kind in "iuf":
+    raw = as_array(answer, finite=False)
+    if isinstance(raw, str) or raw.ndim != 1:
+        if not isinstance(raw, str) and raw.ndim == 0:
             return wrong(
                 "That is one number; the exercise asks for the list of positions "
                 "without a row."
             )
+        if isinstance(raw, str) and "complex" in raw:
+            return wrong(raw)
         return wrong(
             f"expected a flat list of positions (integers), got {type(answer).__name__}"
         )

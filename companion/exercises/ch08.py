@@ -7,8 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import FLOAT32_RTOL, as_number
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import (
+    FLOAT32_RTOL,
+    as_number,
+    close,
+    counted,
+    near_miss,
+)
+from companion.exercises._feedback import Feedback, checker, right, wrong
 
 __all__ = ["check_ntk_base", "check_yarn_classes", "check_ntk_unseen_pairs"]
 
@@ -37,6 +43,7 @@ def _as_count(answer: Any) -> int | str:
     return int(round(value))
 
 
+@checker
 def check_ntk_base(answer: Any) -> Feedback:
     """Exercise ch08-ntk-base: the NTK-aware base for d = 128, s = 8 (original base
     10000)."""
@@ -57,18 +64,21 @@ def ntk_base_feedback(answer: Any, d: int, s: float) -> Feedback:
     if isinstance(value, str):
         return wrong(value)
     target = _BASE * s ** (d / (d - 2))
-    if math.isclose(value, target, rel_tol=_BASE_RTOL):
+    if close(value, target, rtol=_BASE_RTOL):
         return right(
             f"With base {target:,.1f} the fastest pair keeps its speed and the slowest "
             f"turns {s} times slower."
         )
-    if math.isclose(value, _BASE * s, rel_tol=_BASE_RTOL):
+    miss = near_miss(value, target, rtol=_BASE_RTOL)
+    if miss:
+        return wrong(miss)
+    if close(value, _BASE * s, rtol=_BASE_RTOL):
         return wrong(
             "multiplying the base by s divides the slowest speed by a bit less than s, "
             "because the slowest pair has exponent (d - 2)/d, not 1. Which power of s "
             "makes it exactly s?"
         )
-    if math.isclose(value, _BASE * s ** ((d - 2) / d), rel_tol=_BASE_RTOL):
+    if close(value, _BASE * s ** ((d - 2) / d), rtol=_BASE_RTOL):
         return wrong(
             "the exponent is upside down: the slowest pair raises the base to the "
             "power (d - 2)/d, so the factor on the base must undo that power."
@@ -93,7 +103,10 @@ def _as_pair(answer: Any) -> tuple[int, int] | str:
         )
     values = list(answer)
     if len(values) != 2:
-        return f"expected two counts (kept, interpolated), got {len(values)} values"
+        return (
+            "expected two counts (kept, interpolated), got "
+            f"{counted(len(values), 'value')}"
+        )
     counts = [_as_count(v) for v in values]
     for count in counts:
         if isinstance(count, str):
@@ -101,6 +114,7 @@ def _as_pair(answer: Any) -> tuple[int, int] | str:
     return counts[0], counts[1]
 
 
+@checker
 def check_yarn_classes(answer: Any) -> Feedback:
     """Exercise ch08-yarn-classes: (pairs kept, pairs fully interpolated) by YaRN for
     d = 64, L = 4096."""
@@ -135,6 +149,7 @@ def check_yarn_classes(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_ntk_unseen_pairs(answer: Any) -> Feedback:
     """Exercise ch08-ntk-unseen: pairs with unseen angles at m < 8L under NTK scaling,
     d = 64, L = 4096."""

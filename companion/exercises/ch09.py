@@ -7,8 +7,14 @@ import math
 import numpy as np
 
 from companion.alibi import alibi_slopes
-from companion.exercises._answers import FLOAT32_RTOL, as_number
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import (
+    FLOAT32_RTOL,
+    as_array,
+    as_number,
+    close,
+    near_miss,
+)
+from companion.exercises._feedback import Feedback, checker, right, wrong
 
 __all__ = ["check_alibi_slopes_12", "check_alibi_bias_entry", "check_alibi_half_lives"]
 
@@ -16,39 +22,34 @@ __all__ = ["check_alibi_slopes_12", "check_alibi_bias_entry", "check_alibi_half_
 SLOPE_HEADS = 12
 ENTRY_HEADS, ENTRY_HEAD_DIM, ENTRY_HEAD, ENTRY_QUERY, ENTRY_KEY = 12, 64, 10, 40, 33
 HALF_LIFE_HEADS = 16
+_ATOL = 1e-9
 
 
 def _as_vector(answer, length: int):
     """Return ``(array, None)`` or ``(None, Feedback)`` explaining why ``answer`` is
     unusable."""
-    shape = (length,)
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if raw.dtype == object or raw.dtype.kind not in "biuf":
-            return None, wrong(
-                f"expected a real array of shape {shape}, got {type(answer).__name__}"
-            )
-        array = raw.astype(np.float64)
-    except (TypeError, ValueError):
-        return None, wrong(
-            f"expected an array of shape {shape}, got {type(answer).__name__}"
-        )
-    if array.shape != shape:
-        return None, wrong(
-            f"expected an array of shape {shape}, got shape {array.shape}"
-        )
-    if not np.all(np.isfinite(array)):
-        return None, wrong("The array contains NaN or infinite values")
+    array = as_array(answer, (length,))
+    if isinstance(array, str):
+        return None, wrong(array)
     return array, None
 
 
 def _close(a, b) -> bool:
     """Relative closeness, float32-safe: float32 gets slopes (as start * start ** k, or
     a cumprod), biases and half-lives within ~3e-7; the wrong answers named here are 10%
-    off or more."""
-    return bool(np.allclose(a, b, rtol=FLOAT32_RTOL, atol=1e-9))
+    off or more. An answer rounded to 4 significant digits passes too (``_answers``,
+    "Rounded answers")."""
+    return close(a, b, rtol=FLOAT32_RTOL, atol=_ATOL)
 
 
+def _near_miss(a, b) -> Feedback | None:
+    """The message for the right value given too coarsely ("Close: give more digits",
+    or half precision), else None."""
+    miss = near_miss(a, b, rtol=FLOAT32_RTOL, atol=_ATOL)
+    return None if miss is None else wrong(miss)
+
+
+@checker
 def check_alibi_slopes_12(answer) -> Feedback:
     """The 12 head slopes, in head order, by the rule of the ALiBi reference code."""
     slopes, problem = _as_vector(answer, SLOPE_HEADS)
@@ -60,6 +61,9 @@ def check_alibi_slopes_12(answer) -> Feedback:
             "Eight slopes of the 8-head model, then every other slope of the 16-head "
             "model."
         )
+    miss = _near_miss(slopes, expected)
+    if miss is not None:
+        return miss
     if _close(np.sort(slopes), np.sort(expected)):
         return wrong(
             "These are the right twelve values in another order. Head order matters: "
@@ -89,6 +93,7 @@ def check_alibi_slopes_12(answer) -> Feedback:
     )
 
 
+@checker
 def check_alibi_bias_entry(answer) -> Feedback:
     """ALiBi's bias for head 10 (from 0) of 12, query position 40, key position 33 (head
     dim 64)."""
@@ -102,6 +107,9 @@ def check_alibi_bias_entry(answer) -> Feedback:
         return right(
             "The slope of that head times the distance, with a minus sign: a penalty."
         )
+    miss = _near_miss(value, expected)
+    if miss is not None:
+        return miss
     if _close(value, -expected):
         return wrong(
             "The size is right but the sign is not: ALiBi lowers the score of a key "
@@ -140,6 +148,7 @@ def check_alibi_bias_entry(answer) -> Feedback:
     )
 
 
+@checker
 def check_alibi_half_lives(answer) -> Feedback:
     """The half-life ``ln(2) / m`` (in tokens) of each of the 16 heads, in head
     order."""
@@ -152,6 +161,9 @@ def check_alibi_half_lives(answer) -> Feedback:
         return right(
             "From about 1 token for the steepest head to about 177 for the flattest."
         )
+    miss = _near_miss(lives, expected)
+    if miss is not None:
+        return miss
     if _close(lives, expected[::-1]):
         return wrong(
             "The values are right but reversed: head 0 has the steepest slope and the "

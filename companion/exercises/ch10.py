@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from companion.exercises._answers import FLOAT32_RTOL, as_number
-from companion.exercises._feedback import Feedback, right, wrong
+from companion.exercises._answers import (
+    FLOAT32_RTOL,
+    as_array,
+    as_number,
+    close,
+    near_miss,
+    resolution,
+)
+from companion.exercises._feedback import Feedback, checker, right, wrong
 from companion.rope import layout_permutation, permute_qk_weights
 from companion.sinusoidal import interleaved_to_halves
 
@@ -34,40 +41,39 @@ def porting_exercise_weights() -> torch.Tensor:
     return torch.randn(_HEADS * _HEAD_DIM, _WIDTH, dtype=torch.float64, generator=g)
 
 
-def _as_matrix(answer) -> np.ndarray | None:
-    try:
-        if isinstance(answer, torch.Tensor):
-            answer = answer.detach().cpu()
-            answer = (
-                answer.float() if answer.dtype == torch.bfloat16 else answer
-            ).numpy()
-        raw = np.asarray(answer)
-        if raw.dtype.kind not in "iuf":  # complex, strings, objects, ragged lists
-            return None
-        array = raw.astype(np.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    return array if array.ndim == 2 else None
+def _as_matrix(answer) -> np.ndarray | str:
+    """A float64 matrix (NaN allowed, for the checker's own message), or a message."""
+    array = as_array(answer, finite=False)
+    if isinstance(array, str) or array.ndim == 2:
+        return array
+    return f"expected a matrix, got an array of shape {array.shape}"
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    return bool(np.allclose(a, b, rtol=_WEIGHT_RTOL, atol=_WEIGHT_ATOL))
+    return close(a, b, rtol=_WEIGHT_RTOL, atol=_WEIGHT_ATOL)
 
 
 def _is_row_reordering(array: np.ndarray, original: np.ndarray) -> bool:
     """Whether the rows of ``array`` are those of ``original``, each once, in some order
-    (each row compared within the tolerance, so that float32 rows count too)."""
-    close = np.isclose(array[:, None, :], original[None, :, :],
-                       rtol=_WEIGHT_RTOL, atol=_WEIGHT_ATOL).all(axis=-1)
-    return bool(np.all(close.sum(axis=0) == 1) and np.all(close.sum(axis=1) == 1))
+    (each row compared within the tolerance, so that float32 rows count too, and rows
+    rounded by hand to the decimals they give)."""
+    atol = _WEIGHT_ATOL + resolution(array)
+    close_rows = np.isclose(array[:, None, :], original[None, :, :],
+                            rtol=_WEIGHT_RTOL, atol=atol).all(axis=-1)
+    return bool(
+        np.all(close_rows.sum(axis=0) == 1) and np.all(close_rows.sum(axis=1) == 1)
+    )
 
 
+@checker
 def check_ported_query_weight(answer) -> Feedback:
     """Is ``answer`` the halves-layout version of :func:`porting_exercise_weights`?"""
     w = porting_exercise_weights()
     shape = tuple(w.shape)
     array = _as_matrix(answer)
-    if array is None or array.shape != shape:
+    if isinstance(array, str) and "complex" in array:
+        return wrong(array)
+    if isinstance(array, str) or array.shape != shape:
         got = getattr(answer, "shape", type(answer).__name__)
         return wrong(
             f"expected a tensor or array of shape {shape}, like the weight you started "
@@ -79,10 +85,14 @@ def check_ported_query_weight(answer) -> Feedback:
             "around"
         )
     original = w.numpy()
-    if _same(array, permute_qk_weights(w, _HEADS, to="halves").numpy()):
+    expected = permute_qk_weights(w, _HEADS, to="halves").numpy()
+    if _same(array, expected):
         return right(
             "Each head's rows now pair feature i with i + d/2, as rotate_half expects."
         )
+    miss = near_miss(array, expected, rtol=_WEIGHT_RTOL, atol=_WEIGHT_ATOL)
+    if miss:
+        return wrong(miss)
     if _same(array, original):
         return wrong(
             "this is the weight unchanged; rotate_half pairs different features than "
@@ -112,6 +122,7 @@ def check_ported_query_weight(answer) -> Feedback:
     )
 
 
+@checker
 def check_fairseq_mapping(answer) -> Feedback:
     """Is ``answer == (10000 ** (64 / 62), 12)`` for token 10 of a fairseq model with
     d = 64?"""
@@ -124,11 +135,14 @@ def check_fairseq_mapping(answer) -> Feedback:
         return wrong("expected a pair (base, position)")
     value, number = as_number(base), as_number(position)
     if isinstance(value, str):
-        return wrong(f"the base must be a real number, got {base!r}")
+        return wrong(f"the base must be a real number: {value}")
     if isinstance(number, str) or number != round(number):
         return wrong(f"the position must be a whole number, got {position!r}")
-    if not np.isclose(value, 10000 ** (64 / 62), rtol=_BASE_RTOL, atol=0):
-        if np.isclose(value, 10000.0, rtol=_BASE_RTOL, atol=0):
+    if not close(value, 10000 ** (64 / 62), rtol=_BASE_RTOL):
+        miss = near_miss(value, 10000 ** (64 / 62), rtol=_BASE_RTOL)
+        if miss:
+            return wrong(miss.replace("more digits", "more digits of the base", 1))
+        if close(value, 10000.0, rtol=_BASE_RTOL):
             return wrong(
                 "the base 10000 gives the paper's spacing; fairseq spaces frequencies "
                 "by ln(10000) / (d/2 - 1)"

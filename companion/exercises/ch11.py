@@ -11,10 +11,11 @@ from companion.exercises._answers import (
     FLOAT32_RTOL,
     as_array,
     as_number,
-    half_precision,
-    half_precision_message,
+    close,
+    counted,
+    near_miss,
 )
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
@@ -31,8 +32,8 @@ MISTRAL4 = {"heads": 32, "latent": 256, "rope": 64, "nope": 64, "value": 128}
 # The factor a is sqrt(1 + ln s / ln L): float32 logs and a square root get it within a
 # few 1e-7 relative; the wrong factors the checker names are 1.7% off or more.
 _FACTOR_RTOL = FLOAT32_RTOL
-# A right factor rounded to 3 or 4 significant digits is within 1e-3 of it; the nearest
-# wrong factor the checker names is 1.7% away.
+# A factor off in its 4th or 5th significant digit is within 1e-3 of the right one; the
+# nearest wrong factor the checker names is 1.7% away.
 _ROUNDED_RTOL = 1e-3
 
 
@@ -82,6 +83,7 @@ def _mrope_truth() -> np.ndarray:
     return _mrope_ids(_after_image())
 
 
+@checker
 def check_mrope_position_ids(answer: Any) -> Feedback:
     """Exercise ch11-mrope-ids: the (t, h, w) ids of 2 text tokens, an image of 8 x 6
     patches merged 2 x 2, and 3 text tokens."""
@@ -192,6 +194,7 @@ def check_mrope_position_ids(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_longrope_attention_factor(answer: Any) -> Feedback:
     """Exercise ch11-longrope-factor: transformers' longrope factor on cos and sin for
     original_max_position_embeddings 8192 and max_position_embeddings 65536."""
@@ -203,20 +206,20 @@ def check_longrope_attention_factor(answer: Any) -> Feedback:
     target = math.sqrt(1 + math.log(s) / math.log(original))
 
     def near(x: float) -> bool:
-        return math.isclose(value, x, rel_tol=_FACTOR_RTOL)
+        return close(value, x, rtol=_FACTOR_RTOL)
 
     if near(target):
         return right(
             f"The factor is a = sqrt(1 + ln {s:.0f} / ln {original}) = sqrt(16/13) = "
             f"{target:.4f}, on cos and sin at every length."
         )
-    dtype = half_precision(answer)
-    if dtype is not None and math.isclose(value, target, rel_tol=5e-3):
-        return wrong(half_precision_message(dtype, _FACTOR_RTOL))
+    miss = near_miss(value, target, rtol=_FACTOR_RTOL)
+    if miss:
+        return wrong(miss)
     if math.isclose(value, target, rel_tol=_ROUNDED_RTOL):
         return wrong(
-            f"the formula is right, but {value:g} is rounded: give a to at least five "
-            "significant digits, or compute it (math.sqrt, math.log)"
+            f"the formula is right, but {value:g} is rounded off in its last digits: "
+            "compute a (math.sqrt, math.log) rather than rounding it by hand"
         )
     if near(0.1 * math.log(s) + 1):
         return wrong(
@@ -271,13 +274,17 @@ def _pair(answer: Any) -> tuple[int, int] | str:
         return f"expected a pair (mla, per_head), got an array of shape {tuple(shape)}"
     values = list(answer)
     if len(values) != 2:
-        return f"expected a pair (mla, per_head), got {len(values)} values"
+        return f"expected a pair (mla, per_head), got {counted(len(values), 'value')}"
     counts = [_whole(v) for v in values]
     if None in counts:
+        for number in map(as_number, values):
+            if isinstance(number, str) and "complex" in number:
+                return number
         return "expected two whole numbers of cached values, (mla, per_head)"
     return counts[0], counts[1]
 
 
+@checker
 def check_mla_cache_entries(answer: Any) -> Feedback:
     """Exercise ch11-mla-cache: numbers cached per token and layer by Mistral 4's MLA,
     and by every head's own key and value."""

@@ -7,8 +7,8 @@ import math
 import numpy as np
 
 from companion.data import MarkovChain
-from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._answers import as_array, as_bool, as_number, close, near_miss
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 from companion.lab import SOURCE
 
@@ -21,6 +21,9 @@ __all__ = [
 
 # The parameters the exercise texts state.
 FLOOR_CHUNK = 16
+# The chunk's floor, in nats (about 1.4): a mean of exact entropies; a right answer
+# rounded to 3 decimals passes.
+_FLOOR_ATOL = 5e-4
 TABLE2 = {
     "sinusoidal": (20.05, 132.41),
     "rotary": (20.07, 31.58),
@@ -31,6 +34,7 @@ TOLERANCE_NATS = 0.05
 STREAM_TOKENS, CHUNK_LENS = 8192, (32, 64, 128, 256)
 
 
+@checker
 def check_chunk_floor_16(answer) -> Feedback:
     """The lab chain's best mean loss on non-overlapping chunks of 16 tokens (nats per
     prediction)."""
@@ -39,29 +43,34 @@ def check_chunk_floor_16(answer) -> Feedback:
         return wrong(value)
     chain = MarkovChain(**SOURCE)
     floors = chain.optimal_loss_by_position(FLOOR_CHUNK)
-    close = lambda x: abs(value - x) < 5e-4  # noqa: E731
-    if close(floors.mean()):
+    def near(x: float) -> bool:
+        return close(value, x, atol=_FLOOR_ATOL)
+
+    if near(floors.mean()):
         return right(
             "The first prediction of each chunk has a higher floor, so the chunk's "
             "floor is above the entropy rate."
         )
-    if close(chain.entropy_rate()):
+    miss = near_miss(value, floors.mean(), atol=_FLOOR_ATOL)
+    if miss:
+        return wrong(miss)
+    if near(chain.entropy_rate()):
         return wrong(
             "That is the floor of a prediction with its full context. Does every "
             "prediction in a chunk have it?"
         )
-    if close(chain.optimal_loss_by_position(FLOOR_CHUNK + 1).mean()) or close(
+    if near(chain.optimal_loss_by_position(FLOOR_CHUNK + 1).mean()) or near(
         chain.optimal_loss_by_position(FLOOR_CHUNK - 1).mean()
     ):
         return wrong(
             "Off by one: how many predictions does a chunk of 16 tokens contain?"
         )
-    if close(floors.sum()):
+    if near(floors.sum()):
         return wrong(
             "That is a total over the chunk; the question asks for the mean per "
             "predicted token."
         )
-    if close(floors[0]):
+    if near(floors[0]):
         return wrong(
             "That is the floor of the first prediction only; average over all "
             "predictions of the chunk."
@@ -95,6 +104,7 @@ def _as_names(answer):
     return cleaned, None
 
 
+@checker
 def check_table2_flat_methods(answer) -> Feedback:
     """Methods of Press et al.'s Table 2 at most 0.05 nats worse at 2512 tokens than at
     512."""
@@ -133,16 +143,13 @@ def check_table2_flat_methods(answer) -> Feedback:
     )
 
 
+@checker
 def check_early_token_counts(answer) -> Feedback:
     """Predictions with a floor above the entropy rate in 8192 tokens cut into chunks of
     32, 64, 128, 256."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-        if raw.dtype == object or raw.dtype.kind not in "biuf":
-            return wrong(f"expected four numbers, got {type(answer).__name__}")
-        counts = raw.astype(np.float64)
-    except (TypeError, ValueError):
-        return wrong(f"expected four numbers, got {type(answer).__name__}")
+    counts = as_array(answer, finite=False)
+    if isinstance(counts, str):
+        return wrong(f"The answer is four counts: {counts}")
     if counts.shape != (len(CHUNK_LENS),):
         return wrong(
             f"expected an array of shape ({len(CHUNK_LENS)},), one count per chunk "
@@ -224,6 +231,7 @@ def _keeps_up(rerun) -> bool:
     return bool(np.all(gaps < CLOSE_NATS))
 
 
+@checker
 def check_order_one_rerun(rerun, control, answer) -> Feedback:
     """Whether order information is worth nothing on an order-1 chain, against an
     order-2 control.
@@ -238,8 +246,9 @@ def check_order_one_rerun(rerun, control, answer) -> Feedback:
         problem = _rerun_problem(run, name, order)
         if problem is not None:
             return wrong(problem)
-    if not isinstance(answer, (bool, np.bool_)):
+    if as_bool(answer) is None:
         return wrong(f"answer should be True or False, got {type(answer).__name__}")
+    answer = as_bool(answer)
     order_one, order_two = _keeps_up(rerun), _keeps_up(control)
     truth = order_one and not order_two
     if bool(answer) == truth and truth:

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
@@ -53,6 +53,7 @@ def _decoder_parameters(
     )
 
 
+@checker
 def check_widened_concat_parameters(answer) -> Feedback:
     """Exercise ch13-widened-params: parameters of the concatenating model widened to
     D + D_pos."""
@@ -126,6 +127,7 @@ def _verdict(x, y) -> str:
     )
 
 
+@checker
 def check_seed_spread_verdicts(answer) -> Feedback:
     """Exercise ch13-real-or-not: the verdicts for pairs A and B under the chapter's
     rule."""
@@ -200,6 +202,7 @@ def _rerun_problem(rows, position_dim: int) -> str | None:
     return None
 
 
+@checker
 def check_position_dim_rerun(rows_8, rows_24, answer) -> Feedback:
     """Sinusoidal concat with 8 and with 24 of the 32 features for positions: 'real' or
     'within the spread'?

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from companion.exercises._answers import as_number
+from companion.exercises._answers import as_array, as_bool, as_number, close, near_miss
 from companion.exercises.ch08 import ntk_base_feedback
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
@@ -24,6 +24,7 @@ _BASE = 10000.0
 # The parameters the exercise texts state.
 HEAD_DIM, TRAIN_LEN, BETA_FAST, BETA_SLOW = 16, 32, 32.0, 1.0
 NTK_FACTOR = 4
+_GAMMA_RTOL, _GAMMA_ATOL = 1e-6, 1e-9
 # The zero-shot losses printed in exercise ch14-best-at-4x.
 ZERO_SHOT = {"none": {2: 1.71, 4: 1.98, 8: 2.40}, "linear": {2: 1.69, 4: 1.83, 8: 1.95},
              "ntk": {2: 1.66, 4: 1.88, 8: 2.13}, "yarn": {2: 1.70, 4: 1.85, 8: 1.93}}
@@ -51,27 +52,18 @@ def _gamma(rotations: np.ndarray) -> np.ndarray:
 def _as_vector(answer: Any, size: int) -> np.ndarray | str:
     """Return ``answer`` as a float64 vector of ``size`` entries, or a message saying
     why not."""
-    if isinstance(answer, (str, bytes, dict, set, frozenset)) or answer is None:
-        return f"expected an array of shape ({size},), got {type(answer).__name__}"
-    try:
-        array = np.asarray(
-            answer.detach().cpu() if hasattr(answer, "detach") else answer
-        )
-    except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
-        return f"expected an array of shape ({size},), got {type(answer).__name__}"
-    if array.dtype.kind not in "iuf":
-        return (
-            f"expected an array of real numbers of shape ({size},), got dtype "
-            f"{array.dtype}"
-        )
-    if array.shape != (size,):
-        return f"expected an array of shape ({size},), got shape {array.shape}"
-    array = array.astype(np.float64)
-    if not np.all(np.isfinite(array)):
+    array = as_array(answer, (size,))
+    if isinstance(array, str) and "NaN" in array:
         return "expected finite numbers, got nan or inf"
     return array
 
 
+def _same(values: np.ndarray, target: np.ndarray) -> bool:
+    """Weights in [0, 1]: float32 gets them within a few 1e-7 relative."""
+    return close(values, target, rtol=_GAMMA_RTOL, atol=_GAMMA_ATOL)
+
+
+@checker
 def check_tiny_yarn_gamma(answer: Any) -> Feedback:
     """Exercise ch14-yarn-gamma: YaRN's blend weight per pair for d = 16, L = 32, beta
     32 / 1."""
@@ -80,7 +72,7 @@ def check_tiny_yarn_gamma(answer: Any) -> Feedback:
         return wrong(values)
     rotations = TRAIN_LEN * _speeds(HEAD_DIM) / (2 * math.pi)
     target = _gamma(rotations)
-    if np.allclose(values, target, rtol=1e-6, atol=1e-9):
+    if _same(values, target):
         on_ramp = int(np.sum(target > 0))
         return right(
             f"Only {on_ramp} pairs are on the ramp, with weights {target[0]:.3f} and "
@@ -88,23 +80,26 @@ def check_tiny_yarn_gamma(answer: Any) -> Feedback:
             "position interpolation for this model (the library's ramp, over pair "
             "indices, keeps pair 0)."
         )
+    miss = near_miss(values, target, rtol=_GAMMA_RTOL, atol=_GAMMA_ATOL)
+    if miss:
+        return wrong(miss)
     unclipped = (rotations - BETA_SLOW) / (BETA_FAST - BETA_SLOW)
-    if np.allclose(values, unclipped, rtol=1e-6, atol=1e-9):
+    if _same(values, unclipped):
         return wrong(
             "some of your weights are negative: a pair with fewer than beta_slow turns "
             "is simply interpolated, so gamma is limited to the range [0, 1]."
         )
-    if np.allclose(values, _gamma(TRAIN_LEN * _speeds(HEAD_DIM)), rtol=1e-6, atol=1e-9):
+    if _same(values, _gamma(TRAIN_LEN * _speeds(HEAD_DIM))):
         return wrong(
             "the thresholds count full turns within L, not radians: one turn is 2*pi "
             "radians."
         )
-    if np.allclose(values, 1.0 - target, rtol=1e-6, atol=1e-9):
+    if _same(values, 1.0 - target):
         return wrong(
             "gamma is the weight of the original speed: 1 means the pair is kept, 0 "
             "that it is fully interpolated."
         )
-    if np.allclose(values, target[::-1], rtol=1e-6, atol=1e-9):
+    if _same(values, target[::-1]):
         return wrong(
             "the order is reversed: pair 0 is the fastest, so it has the most turns."
         )
@@ -117,12 +112,14 @@ def check_tiny_yarn_gamma(answer: Any) -> Feedback:
     )
 
 
+@checker
 def check_ntk_base_head16(answer: Any) -> Feedback:
     """Exercise ch14-ntk-base: the NTK-aware base for d = 16 and s = 4 (original base
     10000)."""
     return ntk_base_feedback(answer, HEAD_DIM, NTK_FACTOR)
 
 
+@checker
 def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
     """Exercise ch14-best-at-4x: the method with the lowest zero-shot loss at 4L in the
     printed dict."""
@@ -160,6 +157,7 @@ def check_best_zero_shot_at_4x(answer: Any) -> Feedback:
 SMALL_BASE, RERUN_SEEDS, RERUN_STEPS = 100.0, [0, 1], 200
 
 
+@checker
 def check_small_base_rerun(result, answer) -> Feedback:
     """A RoPE model with base 100, stretched 4 times: YaRN's kept pairs, and YaRN
     against PI.
@@ -200,10 +198,11 @@ def check_small_base_rerun(result, answer) -> Feedback:
             "Count the pairs whose speed YaRN leaves unchanged: compare "
             "rope_frequencies with and without the scaling, at base 100."
         )
-    if not isinstance(better, (bool, np.bool_)):
+    if as_bool(better) is None:
         return wrong(
             f"the second part should be True or False, got {type(better).__name__}"
         )
+    better = as_bool(better)
     yarn, pi = (
         np.asarray(result["zero_shot"]["yarn"])[:, 0],
         np.asarray(result["zero_shot"]["linear"])[:, 0],

@@ -14,7 +14,7 @@ from companion.batching import (
     position_ids_from_attention_mask,
 )
 from companion.exercises._answers import as_array
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 
 __all__ = [
@@ -42,6 +42,7 @@ def _whole_numbers(answer, shape):
     return array, None
 
 
+@checker
 def check_left_padded_position_ids(answer) -> Feedback:
     """Position ids of the left-padded mask ``LEFT_MASK``, as ``transformers`` computes
     them."""
@@ -87,20 +88,13 @@ def check_left_padded_position_ids(answer) -> Feedback:
 def _as_matrix(answer, size: int):
     """A ``(size, size)`` 0/1 matrix (a leading batch dimension of 1 is accepted), or
     Feedback."""
-    try:
-        raw = np.asarray(answer.detach().cpu() if hasattr(answer, "detach") else answer)
-    except Exception:  # noqa: BLE001 - any odd object is a wrong answer, not a crash
+    raw = as_array(answer, finite=False)
+    if isinstance(raw, str):
         return None, wrong(
-            f"expected a ({size}, {size}) array of True/False, got "
-            f"{type(answer).__name__}"
+            f"The answer is a ({size}, {size}) array of True/False: {raw}"
         )
     if raw.ndim == 3 and raw.shape[0] == 1:
         raw = raw[0]
-    if raw.dtype == object or raw.dtype.kind not in "biuf":
-        return None, wrong(
-            f"expected a ({size}, {size}) array of True/False, got "
-            f"{type(answer).__name__}"
-        )
     if raw.shape != (size, size):
         return None, wrong(
             f"expected an array of shape ({size}, {size}), one row per query, got "
@@ -114,6 +108,7 @@ def _as_matrix(answer, size: int):
     return matrix.astype(bool), None
 
 
+@checker
 def check_packed_causal_mask(answer) -> Feedback:
     """Allowed (query, key) pairs of one row packing documents of lengths
     ``PACKED_LENGTHS``."""
@@ -153,6 +148,7 @@ def check_packed_causal_mask(answer) -> Feedback:
     )
 
 
+@checker
 def check_schemes_without_position_ids(answer) -> Feedback:
     """The schemes whose real-token logits survive left padding with the mask but
     positions 0..s-1."""

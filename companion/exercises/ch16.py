@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from companion import _checks
-from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, wrong
+from companion.exercises._answers import as_number, close, near_miss
+from companion.exercises._feedback import Feedback, checker, wrong
 from companion.exercises._feedback import right_folded as right
 from companion.sinusoidal import sinusoidal_table
 
@@ -24,6 +24,7 @@ __all__ = [
 # The parameters the exercise texts state.
 SUSPECT_OFFSET, SUSPECT_LAYOUT = 2, "halves"
 RATIO_DIM, RATIO_ROWS = 128, 256
+_RATIO_RTOL = 0.03  # a measured token std is within a percent
 FIX_OPTIONS = "abcde"
 FIXES = ("d", "a", "e")  # the right fix for symptoms 1, 2, 3
 
@@ -57,6 +58,7 @@ def _as_integer(answer) -> int | str:
     return int(round(value))
 
 
+@checker(none_is_an_answer=True)
 def check_suspect_offset(answer) -> Feedback:
     """The position that the first token of ``suspect_add_positions`` reads."""
     value = _as_integer(answer)
@@ -86,6 +88,7 @@ def check_suspect_offset(answer) -> Feedback:
     )
 
 
+@checker
 def check_std_ratio(answer) -> Feedback:
     """Std of ``sqrt(128) * E`` (E drawn with std 1) over the std of
     ``sinusoidal_table(256, 128)``."""
@@ -96,13 +99,16 @@ def check_std_ratio(answer) -> Feedback:
     expected = math.sqrt(RATIO_DIM) / table_std
 
     def near(x: float) -> bool:
-        return abs(value / x - 1) < 0.03  # a measured token std is within a percent
+        return close(value, x, rtol=_RATIO_RTOL)
 
     if value > 0 and near(expected):
         return right(
             f"About {expected:.1f}: the scaled tokens are some 18 times as spread out "
             "as the positions, which drown in them."
         )
+    miss = near_miss(value, expected, rtol=_RATIO_RTOL)
+    if miss:
+        return wrong(miss)
     if value > 0 and near(1 / expected):
         return wrong("That is the inverse: put the token part on top.")
     if value > 0 and near(1 / table_std):
@@ -121,6 +127,7 @@ def check_std_ratio(answer) -> Feedback:
     )
 
 
+@checker
 def check_fixes(answer) -> Feedback:
     """Three letters: the fix for symptom 1, 2 and 3 of exercise ``ch16-choose-fix``."""
     if isinstance(answer, str):

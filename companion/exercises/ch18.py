@@ -6,8 +6,14 @@ import math
 
 import numpy as np
 
-from companion.exercises._answers import as_number
-from companion.exercises._feedback import Feedback, right_folded, wrong
+from companion.exercises._answers import (
+    as_number,
+    close,
+    count_off,
+    counted,
+    near_miss,
+)
+from companion.exercises._feedback import Feedback, checker, right_folded, wrong
 
 __all__ = ["check_checkpoint_layouts", "check_alibi_slopes_of_24"]
 
@@ -65,6 +71,7 @@ def _as_layouts(answer):
     return layouts, None
 
 
+@checker
 def check_checkpoint_layouts(answer) -> Feedback:
     """The rotary layout of the ``transformers`` families gpt_neox, gptj, llama and
     roformer."""
@@ -90,7 +97,7 @@ def check_checkpoint_layouts(answer) -> Feedback:
             "transformers permuted the rows of W_Q and W_K."
         )
     return wrong(
-        f"{len(off)} of the {len(FAMILIES)} layouts are off. Rotate a vector whose "
+        f"{count_off(len(off), len(FAMILIES), 'layouts')}. Rotate a vector whose "
         "only nonzero feature is feature 0, at position 1: with interleaved pairs it "
         "moves into feature 1, with halves into feature d/2."
     )
@@ -119,7 +126,9 @@ def _as_pair(answer):
     except TypeError:
         return None, wrong(f"expected a pair (m_5, m_19), got {type(answer).__name__}")
     if len(items) != 2:
-        return None, wrong(f"expected a pair (m_5, m_19), got {len(items)} values")
+        return None, wrong(
+            f"expected a pair (m_5, m_19), got {counted(len(items), 'value')}"
+        )
     values = []
     for name, item in zip(("m_5", "m_19"), items):
         value = as_number(item)
@@ -129,10 +138,14 @@ def _as_pair(answer):
     return np.array(values), None
 
 
+_SLOPE_RTOL = 1e-6  # float32 gets a slope 2^(-8k/n) within ~1e-7
+
+
 def _close(a, b) -> bool:
-    return bool(np.allclose(a, b, rtol=1e-6, atol=0))
+    return close(a, b, rtol=_SLOPE_RTOL)
 
 
+@checker
 def check_alibi_slopes_of_24(answer) -> Feedback:
     """ALiBi slopes ``(m_5, m_19)`` of heads 5 and 19 (from 0) of a 24-head model."""
     got, problem = _as_pair(answer)
@@ -145,6 +158,9 @@ def check_alibi_slopes_of_24(answer) -> Feedback:
             "Head 5 is one of the 16 heads of the nearest lower power of two; head 19 "
             "is the fourth extra head, with the 7th slope of a 32-head model."
         )
+    miss = near_miss(got, expected, rtol=_SLOPE_RTOL)
+    if miss:
+        return wrong(miss)
     if _close(got, expected[::-1]):
         return wrong("Both values are right but swapped: give head 5's slope first.")
     if _close(-got, expected):

@@ -109,6 +109,7 @@ from companion.exercises.ch15 import (
     check_schemes_without_position_ids,
 )
 from companion.exercises.ch16 import check_fixes, check_std_ratio, check_suspect_offset
+from companion.exercises._answers import as_array
 from companion.exercises._feedback import Feedback
 
 __all__ = ["CHAPTERS", "EXERCISES", "Exercise", "FunctionAnswer", "chapter_exercises",
@@ -249,13 +250,8 @@ def _function(label: str, name: str, checker, function: FunctionAnswer) -> None:
 # ---- chapter 1: the two function answers ---------------------------------------------
 
 def _as_float_array(value) -> np.ndarray | None:
-    try:
-        if isinstance(value, torch.Tensor):
-            value = value.detach().cpu().numpy()
-        array = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    return array
+    array = as_array(value, finite=False)
+    return None if isinstance(array, str) else array
 
 
 def _same_array(got, expected, atol: float = 1e-5) -> bool:
@@ -571,6 +567,11 @@ def grade_function(ex: Exercise, public: list[Outcome], secret_cases: list,
     for (case, expected), outcome in zip(secret_cases, secret):
         if outcome.status != "ok":
             wrong.append(f"on {spec.describe(case)} your function {outcome.status}")
+        elif outcome.output is None:
+            wrong.append(
+                f"on {spec.describe(case)} your function returned None (did you forget "
+                "`return`?)"
+            )
         elif not spec.same(outcome.output, expected):
             wrong.append(f"on {spec.describe(case)} it returned a wrong result")
     if len(secret) < len(secret_cases):
