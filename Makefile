@@ -11,8 +11,9 @@ NOTEBOOKS := $(sort $(wildcard book/*.ipynb))
 TESTS  ?= tests book
 
 .PHONY: book test bench lab execute figures constraints clean
-.PHONY: site-test test-cpus
+.PHONY: site-test test-cpus serve
 .PHONY: student grade lab-train lab-check doctor
+.PHONY: pdf
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "No Python 3.11.5 or newer on PATH: install one (3.11, 3.12 or 3.13), or run make PYTHON=/path/to/python3.11"; exit 1; }
@@ -53,13 +54,36 @@ site-test: book
 
 # Seconds per notebook, each in a fresh process and kernel (start-up included, as a newcomer
 # counts), then the training step against a plain PyTorch decoder and the lab on 1 and 2 workers.
+# Each row goes to _build/bench.md as it is measured; Ctrl-C stops the notebook's kernel and
+# workers too. `make bench NB=book/03_formula.ipynb` times only that notebook.
 bench: $(STAMP)
-	$(PY) tests/notebooks.py bench $(NOTEBOOKS)
-	$(PY) tests/speed.py step | tee -a _build/bench.md
-	$(PY) tests/speed.py workers | tee -a _build/bench.md
+	$(PY) tests/notebooks.py bench $(NB)
+	$(if $(filter file,$(origin NB)),$(PY) tests/speed.py step | tee -a _build/bench.md)
+	$(if $(filter file,$(origin NB)),$(PY) tests/speed.py workers | tee -a _build/bench.md)
 
+# JupyterLab on book/, or on the student edition (no solutions) with EDITION=student, which
+# `make student` builds first if _build/student/notebooks is missing. PORT=8899 picks the port,
+# LAB_ARGS='--no-browser' adds options; as root (Docker, Codespaces) it adds --allow-root.
+# tools/jupyterlab_overrides.json turns off JupyterLab's news pop-up.
+EDITION ?= book
+LAB_DIR = $(if $(filter student,$(EDITION)),_build/student/notebooks,book)
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab book/
+	@case "$(EDITION)" in book|student) ;; *) echo "EDITION must be book or student, got '$(EDITION)'"; exit 2;; esac
+	@test -d $(LAB_DIR) || $(MAKE) --no-print-directory student
+	@mkdir -p $(LAB_SETTINGS) && cp tools/jupyterlab_overrides.json $(LAB_SETTINGS)/overrides.json
+	@$(VENV)/bin/jupyter trust $(LAB_DIR)/*.ipynb >/dev/null
+	$(VENV)/bin/jupyter lab $(LAB_DIR) $(if $(PORT),--port=$(PORT)) \
+		$(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root) \
+		--KernelManager.transport_encryption=auto $(LAB_ARGS)
+
+# The built website over http://localhost:PORT (default 8000; EDITION=student serves the
+# student edition). Search shows its results' snippets only over http, not from file://.
+serve: $(STAMP)
+	@dir=$(if $(filter student,$(EDITION)),_build/student/html,_build/html); \
+	test -f $$dir/index.html || $(MAKE) --no-print-directory $(if $(filter student,$(EDITION)),student,book) || exit 1; \
+	echo "Serving $$dir at http://127.0.0.1:$(or $(PORT),8000)/ (Ctrl-C stops it)"; \
+	$(PY) -m http.server $(or $(PORT),8000) --bind 127.0.0.1 --directory $$dir
 
 # Retrain every model chapter 12 reads (companion/lab_runs.py; about 90 minutes on two
 # cores) and rewrite book/data/lab_runs/. Narrow it with LAB_ONLY='repeat--rope*' or
@@ -79,10 +103,13 @@ doctor: $(STAMP)
 	@test -n "$(MODEL)" || { echo "usage: make doctor MODEL=path/to/checkpoint-or-config.json"; exit 2; }
 	$(PY) -m companion.doctor "$(MODEL)"
 
-# Re-execute notebooks in place and store their outputs (authors only): make execute NB=book/03_formula.ipynb
+# Re-execute notebooks in place and store their outputs: make execute NB=book/03_formula.ipynb
+# A lab chapter checks its results against book/data/lab_results.json and writes them to
+# _build/lab_results.json; authors rewrite the record itself with LAB_RECORD=1.
 NB ?= $(NOTEBOOKS)
+LAB_RECORD ?=
 execute: $(STAMP)
-	LAB_RECORD=1 $(PY) tests/notebooks.py execute $(NB)
+	LAB_RECORD=$(LAB_RECORD) LAB_RESULTS_COPY=_build/lab_results.json $(PY) tests/notebooks.py execute $(NB)
 
 # Redraw the cover figure that README.md and the landing page show (a test checks it is current).
 figures: $(STAMP)
@@ -103,6 +130,12 @@ GRADE_TIMEOUT ?= 600
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR (DIR/<student>/<chapter>.ipynb)"; exit 2; }
 	GRADE_TIMEOUT=$(GRADE_TIMEOUT) $(PY) tools/grade.py "$(SUBMISSIONS)" --out _build/grades.csv
+
+# The whole book as one PDF, typeset by xelatex from Debian's TeX Live (tools/pdf.py lists
+# the packages; about 400 MB): writes _build/pdf/book.pdf and prints its path. Sphinx
+# warnings and characters missing from the fonts fail it, as warnings fail `make book`.
+pdf: $(STAMP)
+	$(PY) tools/pdf.py --strict
 
 clean:
 	rm -rf _build

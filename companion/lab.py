@@ -39,11 +39,43 @@ from companion.train import (
 )
 
 SOURCE = {"vocab_size": 8, "order": 2, "seed": 0}
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+
+
+def seeds_from_environment(value: str | None = None) -> tuple[int, ...]:
+    """The lab's seeds: ``LAB_SEEDS`` from the environment, or the default five.
+
+    Args:
+        value: the text to read; by default the environment's ``LAB_SEEDS``. Unset or
+            empty means the default seeds, ``(0, 1, 2, 3, 4)``.
+
+    Returns:
+        The seeds, in the order given.
+
+    Raises:
+        ValueError: the text is not comma-separated distinct integers 0 or more.
+    """
+    if value is None:
+        value = os.environ.get("LAB_SEEDS", "")
+    if not value.strip():
+        return DEFAULT_SEEDS
+    example = f"e.g. LAB_SEEDS=5,6,7,8,9; got {value!r}"
+    parts = [part.strip() for part in value.split(",")]
+    if not all(part.isascii() and part.isdigit() for part in parts):
+        raise ValueError(
+            f"LAB_SEEDS must be comma-separated integers 0 or more, {example}"
+        )
+    seeds = tuple(int(part) for part in parts)
+    if len(set(seeds)) < len(seeds):
+        raise ValueError(f"LAB_SEEDS must name each seed once, {example}")
+    return seeds
+
+
 # The five seeds every lab claim is checked on. LAB_SEEDS="5,6,7,8,9" in the environment
 # replaces them, to rerun a chapter on seeds its claims were not written from (the
 # chapters' asserts on the seed list then fail on purpose; every other assert is a
-# claim).
-SEEDS = tuple(int(s) for s in os.environ.get("LAB_SEEDS", "0,1,2,3,4").split(","))
+# claim). It is read once, when this module is first imported.
+SEEDS = seeds_from_environment()
 # The model of chapters 12 and 13: 2 layers of width 32 with 4 heads (so ALiBi has the
 # same four slopes as at ModelConfig's default width 64), small enough to train 5 seeds
 # of every scheme within the chapters' time budgets on two cores. Chapter 14 (RoPE only)
@@ -894,6 +926,13 @@ def robust(
     range, the "±" of :func:`mean_and_spread`), so that a new seed, or another CPU, is
     unlikely to cross it. Give exactly one of ``above`` and ``below``.
     """
+    margin, spread, _ = _margin_and_spread(values, above, below)
+    return margin > 0 and margin >= factor * spread
+
+
+def _margin_and_spread(values, above, below) -> tuple[float, float, np.ndarray]:
+    """The signed margin from the threshold to the nearest value, the values' spread
+    (half their range), and the values as a flat float64 array."""
     values = np.asarray(values, dtype=np.float64).ravel()
     if (above is None) == (below is None):
         raise ValueError("give exactly one of above= and below=")
@@ -905,7 +944,56 @@ def robust(
         if above is not None
         else float(below - values.max())
     )
-    return margin > 0 and margin >= factor * spread
+    return margin, spread, values
+
+
+def why_not_robust(
+    values: Sequence[float],
+    *,
+    above: float | None = None,
+    below: float | None = None,
+    factor: float = 2.0,
+) -> str:
+    """The verdict of :func:`robust` on the same arguments, in words, for an assert's
+    message.
+
+    ``robust`` can be False although every value is beyond the threshold: the margin
+    (from the threshold to the nearest value) must also be at least ``factor`` times
+    the values' spread (half their range). This says which part decided, with the
+    numbers, e.g. "the lowest of 5 seeds, 0.31, is above 0.3, but by 0.01, less than
+    2x their spread 0.04 (the lab's margin rule)".
+
+    Args:
+        values: one number per seed, shape (seeds,) (any shape is flattened); at
+            least two.
+        above, below: the threshold, exactly one of them, as for ``robust``.
+        factor: the margin's multiple of the spread, as for ``robust``.
+
+    Returns:
+        One sentence, without a full stop; it also says so when ``robust`` is True.
+
+    Raises:
+        ValueError: as ``robust``: neither or both thresholds, or fewer than two values.
+    """
+    signed, spread, values = _margin_and_spread(values, above, below)
+    accepted = signed > 0 and signed >= factor * spread
+    if above is not None:
+        word, side, other, threshold = "lowest", "above", "below", above
+        nearest, wrong = float(values.min()), int(np.sum(values <= above))
+    else:
+        word, side, other, threshold = "highest", "below", "above", below
+        nearest, wrong = float(values.max()), int(np.sum(values >= below))
+    margin = abs(signed)
+    start = f"the {word} of {values.size} seeds, {nearest:.3g}, is"
+    rule = (f"{factor * spread:.3g} = {factor:g}x their spread {spread:.3g} "
+            "(the lab's margin rule)")
+    if wrong:
+        verb = "is" if wrong == 1 else "are"
+        return (f"{start} not {side} {threshold:g}: {wrong} of {values.size} seeds "
+                f"{verb} at or {other} it")
+    if not accepted:
+        return f"{start} {side} {threshold:g}, but by {margin:.3g}, less than {rule}"
+    return f"{start} {side} {threshold:g} by {margin:.3g}, at least {rule}: it holds"
 
 
 def approx(value: float, digits: int = 2) -> str:

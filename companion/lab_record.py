@@ -137,11 +137,15 @@ def record(chapter: str, entry: dict, *, path=None) -> bool:
     """Check a lab chapter's results against the recorded file, or write them there.
 
     The lab chapters end by calling this with what they measured. With ``LAB_RECORD=1``
-    in the environment (``make execute`` sets it), ``entry`` replaces the chapter's
-    entry in the file. Otherwise every number must be within ``TOLERANCE`` (0.03) of the
-    recorded one, and everything else equal, so the file cannot silently go stale when
-    the lab changes. With ``LAB_SEEDS`` set (a rerun on other seeds) nothing is checked
-    or written.
+    in the environment (an author's ``make execute LAB_RECORD=1``), ``entry`` replaces
+    the chapter's entry in the file. Otherwise every number must be within
+    ``TOLERANCE`` (0.03) of the recorded one, and everything else equal, so the file
+    cannot silently go stale when the lab changes. With ``LAB_RESULTS_COPY=PATH`` (a
+    plain ``make execute`` sets it to ``_build/lab_results.json``), a copy of the file
+    with this entry in it is written to ``PATH`` first (a relative path is taken from
+    the repository's root), so the numbers measured stay readable however the check
+    ends.
+    With ``LAB_SEEDS`` set (a rerun on other seeds) nothing is checked or written.
 
     Args:
         chapter: ``"ch12"``, ``"ch13"`` or ``"ch14"``.
@@ -162,26 +166,42 @@ def record(chapter: str, entry: dict, *, path=None) -> bool:
     missing = [key for key in KEYS[chapter] if key not in entry]
     if missing:
         raise ValueError(f"the {chapter!r} entry lacks {missing}")
-    if os.environ.get("LAB_SEEDS"):
+    if os.environ.get("LAB_SEEDS", "").strip():
         return False
     path = RESULTS if path is None else Path(path)
     entry = _plain(entry)
-    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    data = _read(path) if path.is_file() else {}
+    copy = os.environ.get("LAB_RESULTS_COPY", "").strip()
+    if copy:  # the copy keeps the other chapters' entries of earlier runs
+        copy_path = RESULTS.parents[2] / copy
+        kept = _read(copy_path) if copy_path.is_file() else data
+        _write(copy_path, {**kept, chapter: entry})
     if os.environ.get("LAB_RECORD") == "1":
-        data[chapter] = entry
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(
-            json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-        )
+        _write(path, {**data, chapter: entry})
         return True
     if chapter not in data:
         raise AssertionError(
-            f"{path.name} has no {chapter!r} entry: run make execute on the chapter"
+            f"{path.name} has no {chapter!r} entry: run make execute NB=... "
+            "LAB_RECORD=1 on the chapter"
         )
     differences = _compare(data[chapter], entry, chapter)
     assert not differences, (
         f"the lab's recorded results are stale ({len(differences)} differences, e.g. "
-        f"{differences[:3]}); re-execute the lab chapter with make execute, which "
-        "rewrites book/data/lab_results.json"
+        f"{differences[:3]}){_copy_note(copy)}; if the lab changed, re-execute the "
+        "chapter with make execute NB=... LAB_RECORD=1, which rewrites "
+        "book/data/lab_results.json"
     )
     return True
+
+
+def _read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _write(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _copy_note(copy: str) -> str:
+    return f" (this run's results are in {copy})" if copy else ""

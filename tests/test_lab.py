@@ -191,6 +191,39 @@ def test_robust_needs_a_margin_of_twice_the_spread():
     assert lab.approx(1.23456) == "≈1.23" and lab.approx(2, 3) == "≈2.000"
 
 
+def test_why_not_robust_says_which_part_of_the_rule_decided():
+    short = lab.why_not_robust([0.31, 0.35, 0.39, 0.33, 0.36], above=0.3)
+    assert short == (
+        "the lowest of 5 seeds, 0.31, is above 0.3, but by 0.01, less than 0.08 = 2x "
+        "their spread 0.04 (the lab's margin rule)"
+    ), "every seed clears 0.3, but by less than twice the spread"
+    assert lab.why_not_robust([0.2, 0.31, 0.5], above=0.3) == (
+        "the lowest of 3 seeds, 0.2, is not above 0.3: 1 of 3 seeds is at or below it"
+    ), "the claim itself fails in one seed"
+    assert "2 of 3 seeds are at or above it" in lab.why_not_robust(
+        [1.1, 1.2, 1.0], below=1.1
+    ), "below: counts the seeds at or above the threshold"
+    held = lab.why_not_robust([1.0, 1.01], below=1.1)
+    assert held.endswith(": it holds"), "it also explains a robust verdict"
+    assert "the highest of 2 seeds, 1.01, is below 1.1 by 0.09" in held, "with numbers"
+    assert "3x their spread" in lab.why_not_robust([0.4, 0.5], above=0.3, factor=3), (
+        "factor= is the multiple it names")
+
+
+def test_why_not_robust_agrees_with_robust_and_refuses_what_it_refuses():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        values = rng.normal(0.5, rng.uniform(0.001, 0.2), size=rng.integers(2, 8))
+        for side in ({"above": 0.3}, {"below": 0.7}):
+            text = lab.why_not_robust(values, **side)
+            assert text.endswith(": it holds") == lab.robust(values, **side), text
+    with pytest.raises(ValueError, match="exactly one"):
+        lab.why_not_robust([1.0, 2.0])
+    with pytest.raises(ValueError, match="at least two"):
+        lab.why_not_robust([[1.0]], above=0.0)
+    assert "of 4 seeds" in lab.why_not_robust(np.ones((2, 2)), above=0.5), "flattened"
+
+
 def _worker_pid(delay):
     time.sleep(delay)
     return os.getpid()
