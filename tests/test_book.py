@@ -110,3 +110,54 @@ def test_the_api_page_says_which_chapters_use_each_module():
         assert listed == _chapters_importing(module), (
             f"api.md: the 'Used in' line of companion.{module} should list "
             f"{_chapters_importing(module)}, in order, before any ';'")
+
+
+def test_chapters_are_numbered_and_the_back_matter_is_not():
+    """Both editions number chapter 7 "7" (the text cites "chapter 7"): _toc.yml numbers
+    every part of chapters; tools/student.py keeps its numbering."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    for part in toc["parts"]:
+        files = [Path(c["file"]).name for c in part["chapters"]]
+        chapters = [f for f in files if re.match(r"\d\d_", f)]
+        if chapters:
+            name = part["caption"]
+            assert chapters == files, f"part {name!r} mixes chapters and other pages"
+            assert part.get("numbered") is True, f"part {name!r} is not numbered"
+        else:
+            assert not part.get("numbered"), f"{part['caption']!r} is numbered"
+
+
+def _version():
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return pyproject["project"]["version"]
+
+
+def test_citation_file_gives_the_books_version():
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    assert cff["cff-version"] == "1.2.0", "CITATION.cff is in CFF 1.2.0"
+    for key in ("message", "title", "authors"):
+        assert cff.get(key), f"CITATION.cff lacks the required key {key!r}"
+    assert str(cff["version"]) == _version(), "CITATION.cff gives pyproject's version"
+    cited = cff["preferred-citation"]
+    assert str(cited["version"]) == _version(), "and so does its preferred citation"
+    assert set(cff["license"]) == {"MIT", "CC-BY-4.0"}, "it names the two licences"
+
+
+def test_landing_page_bibtex_gives_the_books_version():
+    landing = (ROOT / "book" / "index.md").read_text(encoding="utf-8")
+    entry = re.search(r"```bibtex\n(@book\{.*?\n\})\n```", landing, re.S)
+    assert entry, "book/index.md has a BibTeX entry under 'How to cite'"
+    assert f"Version {_version()}" in entry.group(1), (
+        f"the BibTeX entry gives version {_version()}, as pyproject.toml does")
+
+
+def test_licence_names_both_licences():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "MIT License" in text, "LICENSE holds the MIT licence for the code"
+    assert "CC BY 4.0" in text, "and names CC BY 4.0 for the text"

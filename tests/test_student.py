@@ -144,13 +144,18 @@ def test_stripper_refuses_what_it_cannot_strip_safely(cells, message):
         student.strip_notebook(nbformat.v4.new_notebook(cells=cells))
 
 
-def test_student_toc_numbers_the_chapters_and_drops_the_guide():
+def test_student_toc_keeps_the_books_numbering_and_drops_the_guide():
     toc = {"root": "book/index", "parts": [
-        {"caption": "A", "chapters": [{"file": "book/01_why_order"}, {"file": "book/instructors"}]},
-        {"caption": "Back", "chapters": [{"file": "book/references"}]}]}
+        {"caption": "A", "numbered": True,
+         "chapters": [{"file": "book/01_why_order"}, {"file": "book/instructors"}]},
+        {"caption": "Back",
+         "chapters": [{"file": "book/references"}, {"file": "book/instructors"}]}]}
     out = student.student_toc(toc)
-    assert out["parts"][0] == {"caption": "A", "chapters": [{"file": "book/01_why_order"}], "numbered": True}
-    assert "numbered" not in out["parts"][1]
+    first = {"caption": "A", "numbered": True,
+             "chapters": [{"file": "book/01_why_order"}]}
+    assert out["parts"][0] == first, "the chapters keep their numbering, less the guide"
+    back = {"caption": "Back", "chapters": [{"file": "book/references"}]}
+    assert out["parts"][1] == back, "the back matter stays unnumbered, less the guide"
 
 
 # ---- the leak check --------------------------------------------------------------------------------
@@ -250,3 +255,15 @@ def test_no_line_of_any_solution_reaches_the_student_edition(student_edition):
         assert not found, f"{path.relative_to(ROOT)} holds solution lines: {sorted(found)[:3]}"
         seen = set(word.findall(path.read_text(encoding="utf-8", errors="replace")))
         assert not seen, f"{path.relative_to(ROOT)} holds names only solutions use: {sorted(seen)[:5]}"
+
+
+def test_student_notebooks_do_not_promise_folded_solutions():
+    """The book's note says solutions follow each exercise, folded; the student edition
+    has none, so its note says what stands there instead."""
+    from fold_solutions import NOTE as folded
+    for path in NOTEBOOKS:
+        nb = student.strip_notebook(nbformat.read(path, as_version=4))
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert folded not in text, f"{path.name}: the student edition promises solutions"
+        if "## Exercises" in text:
+            assert student.STUDENT_NOTE in text, f"{path.name}: no note under Exercises"

@@ -14,8 +14,10 @@ checker. A plain ``{solution}`` block is removed the same way. The registry
 
 The website is built by Jupyter Book from a staging copy of the sources in
 ``_build/.student-build/`` (the student notebooks, the other pages of ``book/`` except
-the instructor's guide, and ``_config.yml`` and ``_toc.yml`` with the student overlay:
-exercises numbered per chapter, no links to the repository's sources), then copied to
+the instructor's page, ``INSTRUCTORS.md``, from which the landing page quotes the
+prerequisites and the chapters' objectives, and ``_config.yml`` and ``_toc.yml`` with
+the student overlay: ``book_edition: student``, no links to the repository's sources),
+then copied to
 ``_build/student/html``. Pages, downloadable sources and the search index all come from
 the student notebooks, so no solution reaches them.
 """
@@ -37,9 +39,22 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from companion.exercises.registry import EXERCISES  # noqa: E402
+sys.path.insert(0, str(ROOT / "tools"))
+from fold_solutions import NOTE as FOLDED_NOTE  # noqa: E402
+from pdf import merge  # noqa: E402  (the same overlay merge as the PDF's)
+
+# What stands under each "## Exercises" heading in place of FOLDED_NOTE, which says the
+# solutions follow the exercises, folded: in this edition they do not.
+STUDENT_NOTE = (
+    "Under each exercise is a cell to fill in (it names what to write) and a cell that "
+    "runs its checker; the checker says whether your answer is right and, if not, "
+    "what is off."
+)
 
 # Pages of book/ that the student edition leaves out.
 INSTRUCTOR_ONLY = {"instructors.md"}
+# Files outside book/ that its pages include (the landing page quotes INSTRUCTORS.md).
+QUOTED = ("INSTRUCTORS.md",)
 OVERLAY = ROOT / "tools" / "student_config.yml"
 
 FENCE_OPEN = re.compile(
@@ -98,6 +113,9 @@ def strip_notebook(nb):
     """A copy of ``nb`` without solutions, with a stub and a checker call per
     exercise."""
     nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and FOLDED_NOTE in cell.source:
+            cell.source = cell.source.replace(FOLDED_NOTE, STUDENT_NOTE)
     labels = exercise_labels(nb)
     unknown = [label for label in labels if label not in EXERCISES]
     if unknown:
@@ -211,27 +229,17 @@ def build_notebooks(notebooks: list[Path], out_dir: Path) -> list[Path]:
 
 # ---- the website ---------------------------------------------------------------------
 
-def _merge(base: dict, overlay: dict) -> dict:
-    result = dict(base)
-    for key, value in overlay.items():
-        result[key] = (
-            _merge(result[key], value)
-            if isinstance(value, dict) and isinstance(result.get(key), dict)
-            else value
-        )
-    return result
-
-
 def student_config(config: dict) -> dict:
     overlay = yaml.safe_load(OVERLAY.read_text(encoding="utf-8")) or {}
-    merged = _merge(config, overlay)
+    merged = merge(config, overlay)
     merged["title"] = f"{config.get('title', 'Book')} (student edition)"
     return merged
 
 
 def student_toc(toc: dict) -> dict:
-    """The toc without instructor-only pages, chapters numbered (so exercises are
-    "3.2")."""
+    """The toc without instructor-only pages. Its numbering is the book's (``_toc.yml``
+    numbers the chapters' parts), so that "Exercise 3.2" is the same exercise in both
+    editions."""
     toc = copy.deepcopy(toc)
 
     def keep(entry):
@@ -239,11 +247,6 @@ def student_toc(toc: dict) -> dict:
 
     for part in toc.get("parts", []):
         part["chapters"] = [c for c in part.get("chapters", []) if keep(c)]
-        if any(
-            re.match(r"\d\d_", Path(str(c.get("file", ""))).name)
-            for c in part["chapters"]
-        ):
-            part["numbered"] = True
     toc["parts"] = [p for p in toc.get("parts", []) if p["chapters"]]
     if "chapters" in toc:
         toc["chapters"] = [c for c in toc["chapters"] if keep(c)]
@@ -257,6 +260,8 @@ def stage(student_notebooks: Path, staging: Path) -> None:
     shutil.copytree(ROOT / "book", staging / "book", ignore=ignore)
     for nb in student_notebooks.glob("*.ipynb"):
         shutil.copy2(nb, staging / "book" / nb.name)
+    for name in QUOTED:
+        shutil.copy2(ROOT / name, staging / name)
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     extension_dirs = set(
         (config.get("sphinx") or {}).get("local_extensions", {}).values()
