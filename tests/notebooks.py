@@ -2,6 +2,7 @@
 
     python tests/notebooks.py execute book/03_formula.ipynb ...  # run in place
     python tests/notebooks.py bench book/*.ipynb                 # seconds per notebook
+    python tests/notebooks.py claims book/13_add_or_concat.ipynb # which asserts fail
 
 Both run each notebook top to bottom in a fresh kernel of *this* Python environment
 (the kernel ``pytest --nbval --nbval-current-env`` uses), from the notebook's folder.
@@ -14,6 +15,11 @@ notebook machinery and a kernel, runs every cell and exits, timed from outside. 
 goes to ``_build/bench.md`` and to stdout as soon as it is measured, so a run stopped
 early keeps what it measured. Ctrl-C or SIGTERM stops it, and with it the notebook's
 process, its kernel and every process the kernel started (the lab's workers).
+
+``claims`` runs each notebook to the end even where a cell fails, writes nothing, and
+lists every cell that failed with its error's message: the claim an assert names. Run it
+after changing the environment (``LAB_SEEDS=5,6,7,8,9``) or a copy of a chapter; it
+exits 1 if any cell failed.
 
 The kernel talks to this process over CurveZMQ-encrypted sockets where pyzmq supports
 them (``KernelManager.transport_encryption``), so it does not warn about plain TCP.
@@ -81,8 +87,9 @@ def _kill_on_stop(km: KernelManager):
     return hook
 
 
-def run(path: Path) -> tuple[nbformat.NotebookNode, float]:
-    """Execute one notebook in a fresh kernel; return it and the wall-clock seconds."""
+def run(path: Path, allow_errors: bool = False) -> tuple[nbformat.NotebookNode, float]:
+    """Execute one notebook in a fresh kernel; return it and the wall-clock seconds.
+    With ``allow_errors``, a failing cell does not stop the run."""
     nb = nbformat.read(path, as_version=4)
     km = KernelManager(
         kernel_name=CURRENT_ENV_KERNEL_NAME,
@@ -90,7 +97,7 @@ def run(path: Path) -> tuple[nbformat.NotebookNode, float]:
         transport_encryption="auto" if zmq.has("curve") else "disabled",
     )
     client = NotebookClient(
-        nb, km=km, timeout=600, record_timing=False,
+        nb, km=km, timeout=600, record_timing=False, allow_errors=allow_errors,
         resources={"metadata": {"path": str(path.parent)}},
         on_notebook_start=_kill_on_stop(km),
     )
@@ -186,18 +193,39 @@ def bench(paths: list[Path]) -> None:
     print(f"(written to {BENCH})")
 
 
+def claims(paths: list[Path]) -> None:
+    """Run each notebook through, and list the cells that failed with their messages."""
+    failed = 0
+    for path in paths:
+        nb, seconds = run(path, allow_errors=True)
+        errors = [
+            (index, output)
+            for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+            for output in cell.outputs if output.output_type == "error"
+        ]
+        cells = "cell" if len(errors) == 1 else "cells"
+        print(f"{path}: {len(errors)} failing {cells} ({seconds:.0f} s)")
+        for index, output in errors:  # NumPy's comparisons: their message, no arrays
+            lines = [line for line in output.evalue.splitlines() if line.strip()]
+            shown = " / ".join(lines[:3]) + (" ..." if len(lines) > 3 else "")
+            print(f"  cell {index}: {output.ename}: {shown}")
+        failed += len(errors)
+    sys.exit(1 if failed else 0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("command", choices=["execute", "bench", "run"])
+    parser.add_argument("command", choices=["execute", "bench", "run", "claims"])
     parser.add_argument("notebooks", nargs="+", type=Path)
     args = parser.parse_args()
     missing = [str(path) for path in args.notebooks if not path.is_file()]
     if missing:
         parser.error(f"no such notebook: {', '.join(missing)}; give book/NN_name.ipynb")
     run_only = lambda paths: [run(p) for p in paths]  # noqa: E731 - what bench times
-    {"execute": execute, "bench": bench, "run": run_only}[args.command](args.notebooks)
+    commands = {"execute": execute, "bench": bench, "run": run_only, "claims": claims}
+    commands[args.command](args.notebooks)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Every line of the companion package and of tools/*.py is at most 88 characters."""
+"""Every line of the companion package, of tools/*.py and of the chapters' code cells is
+at most 88 characters."""
 
 from pathlib import Path
 
@@ -26,3 +27,18 @@ def test_no_line_is_longer_than_88_characters():
                 name = path.relative_to(ROOT).as_posix()
                 too_long.append(f"{name}:{number}: {len(line)} characters")
     assert not too_long, f"lines over {MAX_LINE} characters:\n" + "\n".join(too_long)
+
+
+def test_no_notebook_code_line_is_longer_than_88_characters():
+    import json
+
+    too_long = []
+    for path in sorted(ROOT.glob("book/*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for index, cell in enumerate(cells):
+            if cell["cell_type"] != "code":
+                continue
+            for number, line in enumerate("".join(cell["source"]).splitlines(), 1):
+                if len(line) > MAX_LINE:
+                    too_long.append(f"{path.name} cell {index} line {number}: {len(line)}")
+    assert not too_long, f"code lines over {MAX_LINE} characters:\n" + "\n".join(too_long)

@@ -140,3 +140,21 @@ def test_bench_stopped_keeps_its_rows_and_kills_the_kernel(tmp_path):
     assert "| fast.ipynb |" in output, f"each row is printed when measured: {output}"
     assert _gone(kernel), "the stopped notebook's kernel is killed"
     assert _gone(worker), "the process the kernel started is killed"
+
+
+def test_claims_lists_each_failing_cell_with_its_message(tmp_path):
+    cells = ["x = 1", 'assert x == 2, "x is 2 for the chapter\'s d = 16"', "y = x + 2",
+             'assert y == 3, "y follows x"']
+    nb = tmp_path / "claims.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(c) for c in cells]), nb)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "notebooks.py"), "claims", nb.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 1, f"a failing cell makes claims exit 1: {done.stdout}"
+    assert "1 failing cell " in done.stdout, f"it counts them: {done.stdout}"
+    assert "cell 1: AssertionError: x is 2 for the chapter's d = 16" in done.stdout, (
+        f"it names the cell and the claim: {done.stdout}")
+    assert "cell 3" not in done.stdout, f"later cells still run, and pass: {done.stdout}"
+    assert json.loads(nb.read_text())["cells"][1]["outputs"] == [], "it writes nothing"
