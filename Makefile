@@ -129,7 +129,8 @@ student: $(STAMP)
 GRADE_TIMEOUT ?= 600
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR (DIR/<student>/<chapter>.ipynb)"; exit 2; }
-	GRADE_TIMEOUT=$(GRADE_TIMEOUT) $(PY) tools/grade.py "$(SUBMISSIONS)" --out _build/grades.csv
+	GRADE_TIMEOUT=$(GRADE_TIMEOUT) $(PY) tools/grade.py "$(SUBMISSIONS)" --out _build/grades.csv \
+		$(if $(GRADE_UNCONFINED),--unconfined)
 
 # The whole book as one PDF, typeset by xelatex from Debian's TeX Live (tools/pdf.py lists
 # the packages; about 400 MB): writes _build/pdf/book.pdf and prints its path. Sphinx

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import csv
 import json
 import os
@@ -68,6 +69,9 @@ if sys.argv[1:2] != ["--run-box"]:  # the child that runs a notebook needs none 
     from companion.exercises.registry import CHAPTERS, Outcome
 
 SANDBOX = Path(__file__).with_name("sandbox.py")
+# The lab's trained runs and results (book/data), read-only: never book/ itself, which
+# holds the chapters with their solutions.
+LAB_DATA = ROOT / "book" / "data"
 FIELDS = ["student", "chapter", "exercise", "passed", "feedback"]
 MAX_NOTEBOOK_BYTES = 50 << 20
 CAPTURE_KEY = "grader-capture"
@@ -81,6 +85,8 @@ class Limits:
     cpu: int = 0
     memory_mb: int = 4096  # address space per process
     file_mb: int = 256  # largest file a process may write
+    # grade although Landlock cannot confine the kernel's files (--unconfined)
+    unconfined: bool = False
 
     @classmethod
     def from_env(cls) -> "Limits":
@@ -102,6 +108,20 @@ class Limits:
         size = self.file_mb << 20
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if os.geteuid() != 0:  # root is exempt from RLIMIT_NPROC
+            import psutil
+
+            uid = os.getuid()
+            mine = sum(1 for q in psutil.process_iter(["uids"])
+                       if q.info["uids"] and q.info["uids"].real == uid)
+            limit = mine + MAX_PROCESSES
+            resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
+        # One core: the lab then trains in the kernel itself, without helper processes
+        # (whose semaphores would need /dev/shm, outside the sandbox), and parallel
+        # notebooks (--jobs) do not compete for cores. Its results are the same.
+        if hasattr(os, "sched_setaffinity"):
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cores[os.getpid() % len(cores)]})
 
 
 # ---- preparing a notebook (grader side, no code runs) --------------------------------
@@ -228,6 +248,7 @@ def read_dirs() -> list[str]:
         sys.exec_prefix,
         str(Path(companion.__file__).parent),
         str(Path(sys.executable).resolve().parent),
+        str(LAB_DATA),  # the lab's record, which chapters 11 to 16 read
     }
     dirs |= {p for p in sys.path if p and Path(p).is_dir() and "site-packages" in p}
     system = [
@@ -268,6 +289,10 @@ def run_box(box: Path) -> None:
 
     job = json.loads((box / "job.json").read_text(encoding="utf-8"))
     Limits(*job["limits"]).apply()  # before the kernel starts: it inherits them
+    # Every process the notebook starts stays below this one, even one that forks
+    # twice or calls setsid(): orphans are reparented here, not to init, so the end
+    # of this run can find and kill them all.
+    subreaper = _become_subreaper()
     work = box / "work"
     (work / ".mpl").mkdir(parents=True, exist_ok=True)
     for cache in (
@@ -275,6 +300,8 @@ def run_box(box: Path) -> None:
     ):
         shutil.copy(cache, work / ".mpl" / cache.name)
     argv = [sys.executable, str(SANDBOX), "--work", str(work)]
+    if job.get("require_landlock", True):
+        argv.append("--require-landlock")
     for folder in job["read"]:
         argv += ["--read", folder]
     argv += [
@@ -338,7 +365,7 @@ def run_box(box: Path) -> None:
             sandbox = work / ".sandbox"
             status["sandbox"] = (
                 sandbox.read_text()[:500] if sandbox.is_file() else "unknown"
-            )
+            ).strip() + f"\n{subreaper}\n{_process_limit_note()}"
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
@@ -399,6 +426,7 @@ def run_box(box: Path) -> None:
         save()
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
+        _kill_descendants(os.getpid())
 
 
 # ---- grading (grader side) -----------------------------------------------------------
@@ -508,27 +536,35 @@ def grade_notebook(
                         limits.file_mb,
                     ],
                     "read": read_dirs(),
+                    "require_landlock": not limits.unconfined,
                     "mpl_cache": _mpl_cache(),
                 }
             ),
             encoding="utf-8",
         )
-        child = subprocess.Popen(
-            [sys.executable, str(Path(__file__).resolve()), "--run-box", str(box)],
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
+        # stderr goes to a file, not a pipe: a process the notebook leaves behind
+        # could hold a pipe open, and the grader would wait for it.
+        with open(box / "stderr.txt", "wb") as err_file:
+            child = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--run-box", str(box)],
+                start_new_session=True,
+                stdout=subprocess.DEVNULL,
+                stderr=err_file,
+            )
         try:
-            # start-up and shutdown
-            _, stderr = child.communicate(timeout=limits.timeout + 180)
+            child.wait(timeout=limits.timeout + 180)  # start-up and shutdown
         except subprocess.TimeoutExpired:
             _kill(child.pid, box)
-            _, stderr = child.communicate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=30)
         _kill_kernel(box)
+        _sweep(box)
+        stderr = (box / "stderr.txt").read_bytes()[-20000:]
         if os.environ.get("GRADE_DEBUG") and stderr:
             sys.stderr.write(stderr.decode(errors="replace"))
         status = wire.read_json(box / "status.json") or {}
+        if isinstance(status.get("sandbox"), str):
+            PROTECTIONS.add(status["sandbox"])
         stopped = status.get("stopped")
         if not status and child.returncode:
             tail = (
@@ -596,7 +632,74 @@ def grade_notebook(
         shutil.rmtree(box, ignore_errors=True)
 
 
+PR_SET_CHILD_SUBREAPER = 36
+# What each notebook's sandbox reported it applied, for the run's report.
+PROTECTIONS: set[str] = set()
+# Processes per sandboxed notebook (RLIMIT_NPROC counts the user's processes, so the
+# limit is this many above those running when the notebook starts; root is exempt).
+MAX_PROCESSES = 64
+
+
+def _become_subreaper() -> str:
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0:
+            return "processes: every one the notebook starts is killed at its end"
+    except (OSError, AttributeError):
+        pass
+    return "processes: not tracked (no PR_SET_CHILD_SUBREAPER); the sweep still runs"
+
+
+def _process_limit_note() -> str:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+    if os.geteuid() == 0:
+        return "process count: not limited (running as root, exempt from RLIMIT_NPROC)"
+    return f"process count: at most {soft} processes for this user"
+
+
+def _descendants(pid: int) -> list:
+    import psutil
+
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _kill_descendants(pid: int) -> None:
+    import psutil
+
+    for _ in range(3):  # a process may fork while its siblings are killed
+        found = _descendants(pid)
+        if not found:
+            return
+        for process in found:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        psutil.wait_procs(found, timeout=2)
+
+
+def _sweep(box: Path) -> int:
+    """Kill every process left that runs in ``box`` (its folder or its HOME there),
+    whoever its parent is now; returns how many."""
+    import psutil
+
+    root, killed = str(box.resolve()), 0
+    for process in psutil.process_iter(["pid"]):
+        with contextlib.suppress(psutil.Error):
+            if process.pid == os.getpid():
+                continue
+            home = process.environ().get("HOME", "")
+            if process.cwd().startswith(root) or home.startswith(root):
+                process.kill()
+                killed += 1
+    return killed
+
+
 def _kill(pid: int, box: Path) -> None:
+    _kill_descendants(pid)
     try:
         os.killpg(pid, signal.SIGKILL)
     except OSError:
@@ -689,6 +792,8 @@ def grade(
             )
     print(summary(rows))
     print(f"{len(rows)} rows written to {out}")
+    for report in sorted(PROTECTIONS):
+        print("sandbox:", "; ".join(line for line in report.splitlines() if line))
     return rows
 
 
@@ -733,13 +838,29 @@ def main() -> None:
         default=int(os.environ.get("GRADE_JOBS", 1)),
         help="notebooks graded at once (default: $GRADE_JOBS or 1)",
     )
+    parser.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="grade even where Linux Landlock is missing, so a notebook's code may "
+        "read and write any file the grader can (each run's report says so)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
+    sys.path.insert(0, str(SANDBOX.parent))
+    from sandbox import landlock_abi
+
+    if not args.unconfined and landlock_abi() < 1:
+        parser.error(
+            "this system has no Linux Landlock (5.13 or newer, enabled), so the "
+            "sandbox cannot keep a notebook's code from the grader's files: grade on "
+            "a system with it, or pass --unconfined (GRADE_UNCONFINED=1 with make "
+            "grade) to grade anyway"
+        )
     limits = Limits.from_env()
-    if args.timeout:
-        limits = Limits(args.timeout, limits.cpu, limits.memory_mb, limits.file_mb)
+    limits = Limits(args.timeout or limits.timeout, limits.cpu, limits.memory_mb,
+                    limits.file_mb, args.unconfined)
     grade(args.submissions, args.out, limits, args.jobs, not args.no_progress)
 
 
