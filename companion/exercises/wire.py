@@ -3,8 +3,9 @@
 The grader runs a submission in a kernel it does not trust, so nothing crosses from the
 kernel to the grader but JSON and ``.npy`` files, which the grader reads with
 ``allow_pickle=False``: reading them runs no code. :func:`dump` writes a value as one
-``value.json`` (numbers, strings, lists, tuples, sets, dicts) that points to ``.npy``
-files for arrays and tensors; :func:`load` reads it back. Anything else (a module, a
+``value.json`` (numbers, ``Decimal`` and ``Fraction`` exactly, other libraries' numbers
+as floats, strings, lists, tuples, sets, dicts) that points to ``.npy`` files for arrays
+and tensors (bfloat16 ones through float32, which holds them exactly); :func:`load` reads it back. Anything else (a module, a
 function, an object of the learner's own class) becomes an :class:`Opaque` placeholder
 that names its type, which every checker rejects as a wrong type.
 
@@ -16,6 +17,8 @@ outputs.
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import json
 import os
 from pathlib import Path
@@ -72,6 +75,12 @@ def _encode(value: Any, folder: Path, arrays: list, depth: int) -> Any:
         return {"float": float.__repr__(float(value))}  # keeps nan, inf and every bit
     if value is Ellipsis:
         return {"ellipsis": True}
+    if isinstance(value, complex):
+        return {"complex": [float.__repr__(value.real), float.__repr__(value.imag)]}
+    if isinstance(value, decimal.Decimal):  # exact, as the checkers read it at home
+        return {"decimal": str(value)}
+    if isinstance(value, fractions.Fraction):
+        return {"fraction": [str(value.numerator), str(value.denominator)]}
     if isinstance(value, (list, tuple, set, frozenset)):
         if len(value) > MAX_ITEMS:
             raise WireError(f"a {type(value).__name__} of more than {MAX_ITEMS} items")
@@ -100,14 +109,19 @@ def _encode(value: Any, folder: Path, arrays: list, depth: int) -> Any:
         }
     tensor = type(value).__module__.startswith("torch") and hasattr(value, "detach")
     if tensor:
-        return _array(
-            value.detach().cpu().resolve_conj().resolve_neg().numpy(),
-            "tensor",
-            folder,
-            arrays,
-        )
+        value = value.detach().cpu().resolve_conj().resolve_neg()
+        if str(value.dtype) == "torch.bfloat16":  # NumPy has none; float32 holds it
+            return _array(value.float().numpy(), "tensor-bfloat16", folder, arrays)
+        return _array(value.numpy(), "tensor", folder, arrays)
     if isinstance(value, np.ndarray):
         return _array(value, "ndarray", folder, arrays)
+    if hasattr(type(value), "__float__") and not isinstance(value, (bytes, complex)):
+        # another library's number (sympy's Float, Integer, Rational): the checkers
+        # read it at home as its float value, and so does the grader
+        try:
+            return {"float": float.__repr__(float(value))}
+        except (TypeError, ValueError, OverflowError):
+            pass
     return {"opaque": type(value).__qualname__}
 
 
@@ -154,6 +168,25 @@ def _decode(node: Any, folder: Path, budget: list) -> Any:
         return float(payload)
     if kind == "ellipsis":
         return Ellipsis
+    if kind == "complex":
+        if not isinstance(payload, list) or len(payload) != 2:
+            raise WireError("bad complex")
+        return complex(float(payload[0]), float(payload[1]))
+    if kind == "decimal":
+        if not isinstance(payload, str) or len(payload) > 4000:
+            raise WireError("bad decimal")
+        try:
+            return decimal.Decimal(payload)
+        except decimal.InvalidOperation:
+            raise WireError("bad decimal") from None
+    if kind == "fraction":
+        if (not isinstance(payload, list) or len(payload) != 2
+                or not all(isinstance(p, str) and len(p) <= 4000 for p in payload)):
+            raise WireError("bad fraction")
+        try:
+            return fractions.Fraction(int(payload[0]), int(payload[1]))
+        except (ValueError, ZeroDivisionError):
+            raise WireError("bad fraction") from None
     if kind == "opaque":
         return Opaque(str(payload)[:200])
     if kind in ("list", "tuple", "set", "frozenset"):
@@ -173,7 +206,7 @@ def _decode(node: Any, folder: Path, budget: list) -> Any:
             except TypeError:
                 raise WireError("unhashable dict key") from None
         return result
-    if kind in ("ndarray", "scalar", "tensor"):
+    if kind in ("ndarray", "scalar", "tensor", "tensor-bfloat16"):
         if (
             not isinstance(payload, str)
             or "/" in payload
@@ -190,10 +223,11 @@ def _decode(node: Any, folder: Path, budget: list) -> Any:
         array = np.load(path, allow_pickle=False)
         if kind == "scalar":
             return array[()] if array.ndim == 0 else array
-        if kind == "tensor":
+        if kind in ("tensor", "tensor-bfloat16"):
             import torch
 
-            return torch.from_numpy(np.array(array))
+            tensor = torch.from_numpy(np.array(array))
+            return tensor.to(torch.bfloat16) if kind == "tensor-bfloat16" else tensor
         return array
     raise WireError(f"unknown kind {kind!r}")
 
