@@ -5,9 +5,10 @@ kernel to the grader but JSON and ``.npy`` files, which the grader reads with
 ``allow_pickle=False``: reading them runs no code. :func:`dump` writes a value as one
 ``value.json`` (numbers, ``Decimal`` and ``Fraction`` exactly, other libraries' numbers
 as floats, strings, lists, tuples, sets, dicts) that points to ``.npy`` files for arrays
-and tensors (bfloat16 ones through float32, which holds them exactly); :func:`load` reads it back. Anything else (a module, a
-function, an object of the learner's own class) becomes an :class:`Opaque` placeholder
-that names its type, which every checker rejects as a wrong type.
+and tensors (bfloat16 ones through float32, which holds them exactly); :func:`load`
+reads it back. Anything else (a module, a function, an object of the learner's own
+class) becomes an :class:`Opaque` placeholder that names its type, which every checker
+rejects as a wrong type.
 
 :func:`capture` is what the grader's capture cells call inside the kernel, right after
 an exercise's cells: it writes the value of the name the exercise asks for or, for a
