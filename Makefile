@@ -126,11 +126,15 @@ student: $(STAMP)
 
 # Grade one folder of notebooks per student: make grade SUBMISSIONS=DIR [GRADE_TIMEOUT=600]
 # Writes _build/grades.csv (student,chapter,exercise,passed,feedback); see INSTRUCTORS.md.
+# ASSIGNMENT=tools/assignments/assignment1.yml adds points, the late rule (SUBMITTED=times.csv),
+# totals.csv, feedback/, written.csv (MARKS=written.csv merges hand marks), lms.csv (ROSTER=).
 GRADE_TIMEOUT ?= 600
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=DIR (DIR/<student>/<chapter>.ipynb)"; exit 2; }
 	GRADE_TIMEOUT=$(GRADE_TIMEOUT) $(PY) tools/grade.py "$(SUBMISSIONS)" --out _build/grades.csv \
-		$(if $(GRADE_UNCONFINED),--unconfined)
+		$(if $(GRADE_UNCONFINED),--unconfined) $(if $(ASSIGNMENT),--assignment "$(ASSIGNMENT)") \
+		$(if $(SUBMITTED),--submitted "$(SUBMITTED)") $(if $(ROSTER),--roster "$(ROSTER)") \
+		$(if $(MARKS),--marks "$(MARKS)")
 
 # The whole book as one PDF, typeset by xelatex from Debian's TeX Live (tools/pdf.py lists
 # the packages; about 400 MB): writes _build/pdf/book.pdf and prints its path. Sphinx

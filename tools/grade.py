@@ -844,8 +844,33 @@ def main() -> None:
         help="grade even where Linux Landlock is missing, so a notebook's code may "
         "read and write any file the grader can (each run's report says so)",
     )
+    parser.add_argument(
+        "--assignment", type=Path,
+        help="an assignment file (tools/assignment.py): points, due date, late rule; "
+        "then totals.csv, feedback/ and written.csv go next to --out",
+    )
+    parser.add_argument("--submitted", type=Path,
+                        help="student,submitted_at (ISO 8601) for the late rule")
+    parser.add_argument("--roster", type=Path,
+                        help="the LMS grade book's CSV: writes lms.csv to import")
+    parser.add_argument("--marks", type=Path,
+                        help="written.csv with the written answers' points filled in")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args()
+    for name in ("submitted", "roster", "marks"):
+        if getattr(args, name) and not args.assignment:
+            parser.error(f"--{name} needs --assignment FILE")
+    assignment = None
+    if args.assignment:
+        import assignment as assignments
+
+        try:
+            assignment = assignments.load(args.assignment)
+            submitted = (assignments.read_submitted(args.submitted)
+                         if args.submitted else None)
+            marks = assignments.read_marks(args.marks) if args.marks else None
+        except (assignments.AssignmentError, OSError) as err:
+            parser.error(str(err))
     if not args.submissions.is_dir():
         parser.error(f"{args.submissions} is not a folder")
     sys.path.insert(0, str(SANDBOX.parent))
@@ -861,7 +886,46 @@ def main() -> None:
     limits = Limits.from_env()
     limits = Limits(args.timeout or limits.timeout, limits.cpu, limits.memory_mb,
                     limits.file_mb, args.unconfined)
-    grade(args.submissions, args.out, limits, args.jobs, not args.no_progress)
+    rows = grade(args.submissions, args.out, limits, args.jobs, not args.no_progress)
+    if assignment is not None:
+        report_assignment(assignment, rows, args.submissions, args.out.parent,
+                          submitted, marks, args.roster)
+
+
+def report_assignment(assignment, rows, folder: Path, out: Path, submitted, marks,
+                      roster) -> None:
+    """totals.csv, feedback/<student>.md, written.csv (and lms.csv) into ``out``."""
+    import assignment as assignments
+
+    students = sorted({student for student, _ in submissions(folder)[0]})
+    chapters = set(assignment_chapters(assignment))
+    outside = sorted({r.exercise for r in rows} - set(assignment.points))
+    if outside:
+        print(f"note: graded but not in {assignment.name}, so worth 0: "
+              f"{', '.join(outside[:8])}{' ...' if len(outside) > 8 else ''}")
+    table = assignments.totals(rows, assignment, students, submitted, marks)
+    assignments.write_totals(table, out / "totals.csv")
+    assignments.write_feedback(rows, assignment, table, out / "feedback", marks)
+    answers = {
+        student: assignments.written_answers(
+            sorted(p for p in (folder / student).glob("*.ipynb")
+                   if p.stem in chapters or not chapters))
+        for student in students
+    }
+    assignments.write_written(assignment, answers, out / "written.csv", marks)
+    if assignment.due is not None and submitted is None:
+        print("note: no --submitted times, so no late rule was applied")
+    print(f"{assignment.name}: totals in {out / 'totals.csv'}, feedback in "
+          f"{out / 'feedback'}, written answers to mark in {out / 'written.csv'}")
+    if roster:
+        missing = assignments.write_lms(table, assignment, roster, out / "lms.csv")
+        print(f"grade book to import: {out / 'lms.csv'}")
+        if missing:
+            print("warning: not on the roster, so not in lms.csv:", ", ".join(missing))
+
+
+def assignment_chapters(assignment) -> list[str]:
+    return sorted({registry.EXERCISES[label].chapter for label in assignment.points})
 
 
 if __name__ == "__main__":
