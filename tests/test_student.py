@@ -267,3 +267,23 @@ def test_student_notebooks_do_not_promise_folded_solutions():
         assert folded not in text, f"{path.name}: the student edition promises solutions"
         if "## Exercises" in text:
             assert student.STUDENT_NOTE in text, f"{path.name}: no note under Exercises"
+
+
+def test_the_student_kit_holds_the_student_notebooks_and_no_solution(tmp_path):
+    import zipfile
+
+    notebooks = tmp_path / "notebooks"
+    student.build_notebooks(NOTEBOOKS, notebooks)
+    kit = student.build_kit(notebooks, tmp_path / "kit.zip")
+    with zipfile.ZipFile(kit) as zf:
+        names = zf.namelist()
+        chapters = sorted(n for n in names if n.endswith(".ipynb"))
+        texts = [zf.read(n).decode() for n in chapters]
+    top = "positional-encoding-student/"
+    assert chapters == [f"{top}book/{p.name}" for p in NOTEBOOKS], "every chapter, in book/"
+    assert not [n for n, t in zip(chapters, texts) if "solution-start" in t], (
+        "no notebook in the kit has a solution")
+    for needed in ("Makefile", "README.md", "requirements.txt", "companion/__init__.py",
+                   "book/data/lab_results.json"):
+        assert top + needed in names, f"the kit has {needed}"
+    assert not [n for n in names if n.startswith(top + "tools/")], "no grader, no tools"

@@ -300,6 +300,66 @@ def build_site(
     shutil.copytree(work / "out" / "_build" / "html", html_out)
 
 
+# ---- the student kit ------------------------------------------------------------------
+
+KIT_NAME = "student-kit.zip"
+KIT_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "LICENSE")
+KIT_README = """# Positional Encoding, Executed: the student kit
+
+The book's chapters as notebooks without their solutions (in `book/`), the `companion`
+package they import, with the exercises' checkers, and the lab's recorded runs
+(`book/data/`). You need Python 3.11 (3.11.5 or newer), 3.12 or 3.13, and `make`.
+
+    make lab      # creates .venv (about 1.8 GB with the CPU build of PyTorch), opens JupyterLab
+
+Start with chapter 1. Under each exercise, write your answer in the cell that names it,
+then run the cell below it: the checker says whether your answer is right and, if not,
+what is off. Hand in the chapter notebooks under their file names
+(`03_formula.ipynb`). Without make (Windows PowerShell):
+
+    py -3.12 -m venv .venv
+    .venv\\Scripts\\python -m pip install -r requirements.txt -c constraints.txt
+    .venv\\Scripts\\python -m pip install --no-deps -e .
+    .venv\\Scripts\\jupyter lab book
+
+On Linux the default PyTorch wheel bundles CUDA (several GB); nothing here needs a GPU,
+so install the CPU build of torch 2.13.0 into .venv first if you want a smaller download.
+"""
+KIT_MAKEFILE = """# make lab: create .venv from the pinned requirements, then open JupyterLab on book/.
+PYTHON ?= python3
+lab: .venv/.installed
+\t.venv/bin/jupyter lab book $(if $(PORT),--port=$(PORT)) \\
+\t\t$(if $(filter 0,$(shell id -u 2>/dev/null)),--allow-root) $(LAB_ARGS)
+.venv/.installed: requirements.txt constraints.txt pyproject.toml
+\ttest -d .venv || $(PYTHON) -m venv .venv
+\t.venv/bin/python -m pip install --quiet -r requirements.txt -c constraints.txt
+\t.venv/bin/python -m pip install --quiet --no-deps -e .
+\ttouch .venv/.installed
+.PHONY: lab
+"""
+
+
+def build_kit(student_notebooks: Path, out: Path) -> Path:
+    """A zip a student can start from: the student notebooks in ``book/``, the
+    companion package, the lab's record and the pinned requirements; no solution."""
+    import zipfile
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    top = "positional-encoding-student"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as kit:
+        for name in KIT_FILES:
+            kit.write(ROOT / name, f"{top}/{name}")
+        kit.writestr(f"{top}/README.md", KIT_README)
+        kit.writestr(f"{top}/Makefile", KIT_MAKEFILE)
+        for folder in ("companion", "book/data"):
+            for path in sorted((ROOT / folder).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    kit.write(path, f"{top}/{path.relative_to(ROOT).as_posix()}")
+        for path in sorted(student_notebooks.glob("[0-9][0-9]_*.ipynb")):
+            kit.write(path, f"{top}/book/{path.name}")
+    return out
+
+
 def build_site_from_book(out: Path, strict: bool = False) -> None:
     """Student notebooks from book/ into ``out/notebooks``, and the website into
     ``out/html``."""
@@ -325,6 +385,8 @@ def main() -> None:
     notebooks = args.notebooks or sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
     written = build_notebooks(notebooks, args.out / "notebooks")
     print(f"{len(written)} student notebooks in {args.out / 'notebooks'}")
+    kit = build_kit(args.out / "notebooks", args.out / KIT_NAME)
+    print(f"The student kit (notebooks, companion, lab record) is {kit}")
     if not args.notebooks_only:
         build_site(
             args.out / "notebooks",
@@ -332,6 +394,7 @@ def main() -> None:
             args.out.parent / ".student-build",
             args.strict,
         )
+        shutil.copy(kit, args.out / "html" / KIT_NAME)  # the landing page links it
         print(f"The student edition is at {args.out / 'html' / 'index.html'}")
 
 
