@@ -300,7 +300,7 @@ def build_site(
     shutil.copytree(work / "out" / "_build" / "html", html_out)
 
 
-# ---- the student kit ------------------------------------------------------------------
+# ---- the student kit ---------------------------------------------------------------
 
 KIT_NAME = "student-kit.zip"
 KIT_FILES = ("pyproject.toml", "requirements.txt", "constraints.txt", "LICENSE")
@@ -310,7 +310,7 @@ The book's chapters as notebooks without their solutions (in `book/`), the `comp
 package they import, with the exercises' checkers, and the lab's recorded runs
 (`book/data/`). You need Python 3.11 (3.11.5 or newer), 3.12 or 3.13, and `make`.
 
-    make lab      # creates .venv (about 1.8 GB with the CPU build of PyTorch), opens JupyterLab
+    make lab   # creates .venv (1.8 GB with PyTorch's CPU build), opens JupyterLab
 
 Start with chapter 1. Under each exercise, write your answer in the cell that names it,
 then run the cell below it: the checker says whether your answer is right and, if not,
@@ -323,9 +323,9 @@ what is off. Hand in the chapter notebooks under their file names
     .venv\\Scripts\\jupyter lab book
 
 On Linux the default PyTorch wheel bundles CUDA (several GB); nothing here needs a GPU,
-so install the CPU build of torch 2.13.0 into .venv first if you want a smaller download.
+so install the CPU build of torch 2.13.0 into .venv first for a smaller download.
 """
-KIT_MAKEFILE = """# make lab: create .venv from the pinned requirements, then open JupyterLab on book/.
+KIT_MAKEFILE = """# make lab: create .venv from the pinned requirements, open JupyterLab.
 PYTHON ?= python3
 lab: .venv/.installed
 \t.venv/bin/jupyter lab book $(if $(PORT),--port=$(PORT)) \\
