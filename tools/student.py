@@ -325,7 +325,7 @@ what is off. Hand in the chapter notebooks under their file names
 On Linux the default PyTorch wheel bundles CUDA (several GB); nothing here needs a GPU,
 so install the CPU build of torch 2.13.0 into .venv first for a smaller download.
 """
-KIT_MAKEFILE = """# make lab: create .venv from the pinned requirements, open JupyterLab.
+KIT_MAKEFILE = """# make lab: create .venv from the pins, then open JupyterLab.
 PYTHON ?= python3
 lab: .venv/.installed
 \t.venv/bin/jupyter lab book $(if $(PORT),--port=$(PORT)) \\
