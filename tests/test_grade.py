@@ -312,3 +312,12 @@ def test_grading_without_landlock_needs_a_flag(monkeypatch, tmp_path, capsys):
     with pytest.raises(SystemExit):
         grade.main()
     assert "--unconfined" in capsys.readouterr().err, "the error names the flag"
+
+
+def test_regrades_draw_the_same_inputs_and_students_draw_their_own(monkeypatch):
+    monkeypatch.setenv("GRADE_SECRET", "course-2027")
+    first = grade._input_seed("ann", "01_why_order")
+    assert grade._input_seed("ann", "01_why_order") == first, "a regrade: same inputs"
+    assert grade._input_seed("ben", "01_why_order") != first, "each student their own"
+    monkeypatch.setenv("GRADE_SECRET", "another course")
+    assert grade._input_seed("ann", "01_why_order") != first, "the secret decides them"
