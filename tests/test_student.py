@@ -287,3 +287,17 @@ def test_the_student_kit_holds_the_student_notebooks_and_no_solution(tmp_path):
                    "book/data/lab_results.json"):
         assert top + needed in names, f"the kit has {needed}"
     assert not [n for n in names if n.startswith(top + "tools/")], "no grader, no tools"
+
+
+def test_exercises_with_an_open_question_get_an_answer_cell_the_grader_collects(tmp_path):
+    sys.path.insert(0, str(ROOT / "tools"))
+    import assignment
+
+    from companion.exercises.registry import WRITTEN
+
+    out = tmp_path / "notebooks"
+    student.build_notebooks(NOTEBOOKS, out)
+    found = assignment.written_answers(sorted(out.glob("*.ipynb")))
+    assert sorted(found) == sorted(WRITTEN), "one answer cell per open question"
+    assert all("Write your answer here" in text for text in found.values()), (
+        "each cell says what to do")

@@ -11,7 +11,7 @@ rule; and what ``make grade ASSIGNMENT=...`` writes from the grades.
       ch01-permuted-weights: 5
       03_formula: 5
     written:                           # graded by hand: name: points
-      ch01-tolerance: 10
+      ch01-equivariance-probe: 10   # an exercise's open question (registry.WRITTEN)
 
 From the per-exercise rows of the grader (``tools/grade.py``) it writes, in ``_build/``:
 
@@ -24,8 +24,8 @@ From the per-exercise rows of the grader (``tools/grade.py``) it writes, in ``_b
   feedback; the written marks and comments; the late rule applied.
 * ``written.csv``, the sheet to mark by hand: student, question, max_points, points,
   comment, and the student's answer: the text of the markdown cell whose first line
-  names the question ("**Answer ch01-tolerance**", or a heading "Answer
-  ch01-tolerance").
+  names the question ("**Answer ch01-equivariance-probe**", as the student edition
+  writes it, or a heading "Answer ch01-equivariance-probe").
   Fill in points and comments, then run the grader again with ``--marks
   _build/written.csv``: the marks are merged into the totals and the feedback, and kept
   in the new sheet.

@@ -38,7 +38,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from companion.exercises.registry import EXERCISES  # noqa: E402
+from companion.exercises.registry import EXERCISES, WRITTEN  # noqa: E402
 sys.path.insert(0, str(ROOT / "tools"))
 from fold_solutions import NOTE as FOLDED_NOTE  # noqa: E402
 from pdf import merge  # noqa: E402  (the same overlay merge as the PDF's)
@@ -101,12 +101,19 @@ def _new_cell(kind: str, source: str, cell_id: str, metadata: dict):
 
 
 def stub_cells(label: str) -> list:
-    """The two cells that stand where the solution of ``label`` was."""
+    """The cells that stand where the solution of ``label`` was: the stub, the
+    checker's call, and for an exercise with an open question an answer cell."""
     ex = EXERCISES[label]
-    return [
+    cells = [
         _new_cell("code", ex.stub(), f"{label}-stub", {"exercise": label}),
         _new_cell("code", ex.check_call(), f"{label}-check", {"exercise-check": label}),
     ]
+    if label in WRITTEN:
+        text = (f"**Answer {label}**\n\n*{WRITTEN[label]}* Write your answer here, in "
+                "place of this sentence; your instructor marks it by hand.")
+        written = _new_cell("markdown", text, f"{label}-written", {"written": label})
+        cells.append(written)
+    return cells
 
 
 def strip_notebook(nb):

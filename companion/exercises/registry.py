@@ -503,6 +503,22 @@ _value("ch17-requirement", "answer", check_scheme_for_requirement)
 _value("ch18-checkpoint-layouts", "answer", check_checkpoint_layouts)
 _value("ch18-alibi-24", "answer", check_alibi_slopes_of_24)
 
+# The exercises whose statements also ask an open question, marked by hand (the three
+# suggested assignments of INSTRUCTORS.md): the student edition gives each an answer
+# cell headed "**Answer <label>**", which the grader collects (tools/assignment.py).
+WRITTEN = {
+    "ch01-equivariance-probe": "How small must the tolerance be, and why?",
+    "ch02-row-rms": "Why does every row of the table have the same RMS?",
+    "ch04-wavelength-ratio": "How many pairs does it take for the wavelength to grow "
+                             "tenfold?",
+    "ch08-ntk-base": "Why does NTK-aware scaling leave the fastest pair alone?",
+    "ch09-half-lives": "Which head looks farthest, and what does that mean for a "
+                       "2048-token input?",
+    "ch12-order-one": "Your report: the losses per seed in both runs, whether the "
+                      "model without positions keeps up and why, and what a "
+                      "150-step run cannot show.",
+}
+
 
 # ---- grading, in the grader's own process --------------------------------------------
 
