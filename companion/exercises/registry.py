@@ -530,14 +530,24 @@ def _feedback(result: Any) -> Feedback:
 
 
 def grade_value(ex: Exercise, *values: Any) -> Feedback:
-    """Call the exercise's checker on the values read from the kernel (one per name)."""
+    """Call the exercise's checker on the values read from the kernel (one per name);
+    for a rerun exercise, also compare its numbers with the grader's own run
+    (:mod:`companion.exercises.reruns`)."""
     try:
-        return _feedback(ex.checker(*values))
+        verdict = _feedback(ex.checker(*values))
     except Exception as err:  # noqa: BLE001 - a checker must not stop the grading
         return Feedback(
             False,
             f"the checker could not read this answer ({type(err).__name__}: {err})",
         )
+    if verdict.ok:
+        from companion.exercises import reruns
+
+        problem = reruns.verify(ex.label, *values)
+        if problem:
+            return Feedback(False, f"Not yet. The checker accepts your numbers, but "
+                                   f"{problem}: hand in the run the exercise asks for.")
+    return verdict
 
 
 def _raised(message: str) -> Exception:
