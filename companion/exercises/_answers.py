@@ -410,9 +410,15 @@ def near_miss(
         return None
     digits, entry, _ = rounding
     a = np.asarray(answer, dtype=np.float64)
+
+    def shown(value: float) -> str:  # with its significant digits: -0.880, not -0.88
+        return np.format_float_positional(
+            value, precision=digits, unique=False, fractional=False, trim="k"
+        ).rstrip(".")
+
     if a.ndim == 0:
         return (
-            f"Close: give more digits. {float(a):g} is the right value rounded to "
+            f"Close: give more digits. {shown(float(a))} is the right value rounded to "
             f"{digits} significant digits; give at least {MIN_DIGITS}, or store the "
             "computed value itself"
         )
@@ -420,7 +426,8 @@ def near_miss(
     where = list(map(int, index)) if a.ndim > 1 else int(index[0])
     return (
         f"Close: give more digits. These are the right values rounded, to {digits} "
-        f"significant digits in entry {where} ({float(a[index]):g}); give at least "
+        f"significant digits in entry {where} ({shown(float(a[index]))}); give at "
+        "least "
         f"{MIN_DIGITS} in every entry, or store the computed values themselves"
     )
 
