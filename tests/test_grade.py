@@ -321,3 +321,38 @@ def test_regrades_draw_the_same_inputs_and_students_draw_their_own(monkeypatch):
     assert grade._input_seed("ben", "01_why_order") != first, "each student their own"
     monkeypatch.setenv("GRADE_SECRET", "another course")
     assert grade._input_seed("ann", "01_why_order") != first, "the secret decides them"
+
+
+FORK_BOMB = """
+import os, sys, time
+sys.path.insert(0, {tools!r})
+import grade
+group = grade._join_pids_cgroup(None)
+if group is None:
+    print("none")
+    sys.exit(0)
+forks = 0
+for _ in range(3 * grade.MAX_TASKS):
+    try:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+    except OSError:
+        break
+    forks += 1
+grade._leave_pids_cgroup(group)
+print(forks, group.exists())
+"""
+
+
+def test_a_pids_cgroup_caps_a_fork_bomb_where_the_system_allows_one():
+    import subprocess
+
+    script = FORK_BOMB.format(tools=str(ROOT / "tools"))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, timeout=120)
+    if done.stdout.strip() == "none":
+        pytest.skip("no pids cgroup can be made here (the grader's report says so)")
+    forks, left = done.stdout.split()
+    assert int(forks) < grade.MAX_TASKS, f"forking stops at the cap ({forks} forks)"
+    assert left == "False", "the group is removed, its processes killed"

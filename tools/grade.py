@@ -293,6 +293,7 @@ def run_box(box: Path) -> None:
     # twice or calls setsid(): orphans are reparented here, not to init, so the end
     # of this run can find and kill them all.
     subreaper = _become_subreaper()
+    cgroup = _join_pids_cgroup(box)  # a cap on tasks that holds for root too
     work = box / "work"
     (work / ".mpl").mkdir(parents=True, exist_ok=True)
     for cache in (
@@ -365,7 +366,7 @@ def run_box(box: Path) -> None:
             sandbox = work / ".sandbox"
             status["sandbox"] = (
                 sandbox.read_text()[:500] if sandbox.is_file() else "unknown"
-            ).strip() + f"\n{subreaper}\n{_process_limit_note()}"
+            ).strip() + f"\n{subreaper}\n{_process_limit_note(cgroup)}"
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
@@ -427,6 +428,7 @@ def run_box(box: Path) -> None:
         if km.has_kernel:
             run_sync(km.shutdown_kernel)(now=True)
         _kill_descendants(os.getpid())
+        _leave_pids_cgroup(cgroup)
 
 
 # ---- grading (grader side) -----------------------------------------------------------
@@ -676,7 +678,56 @@ def _become_subreaper() -> str:
     return "processes: not tracked (no PR_SET_CHILD_SUBREAPER); the sweep still runs"
 
 
-def _process_limit_note() -> str:
+# Tasks (processes and threads: PyTorch and the kernel run a few dozen) per notebook,
+# in a cgroup of its own where the grader may make one.
+MAX_TASKS = 512
+PIDS_ROOTS = (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup"))  # v1, then v2
+
+
+def _join_pids_cgroup(box: Path) -> Path | None:
+    """Move this process into a new pids cgroup capped at MAX_TASKS; None where the
+    system does not let this user make one."""
+    for root in PIDS_ROOTS:
+        if not (root / "cgroup.procs").is_file():
+            continue
+        group = root / f"pe-grade-{os.getpid()}"
+        try:
+            group.mkdir()
+        except OSError:
+            continue
+        try:
+            (group / "pids.max").write_text(str(MAX_TASKS))
+            (group / "cgroup.procs").write_text(str(os.getpid()))
+            return group
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+    return None
+
+
+def _leave_pids_cgroup(group: Path | None) -> None:
+    """Kill whatever is left in the group (it holds only the notebook's processes and
+    this one), move this process back out, and remove the group."""
+    if group is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        for line in (group / "cgroup.procs").read_text().split():
+            if int(line) != os.getpid():
+                with contextlib.suppress(OSError):
+                    os.kill(int(line), signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        (group.parent / "cgroup.procs").write_text(str(os.getpid()))
+    for _ in range(20):
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
+
+
+def _process_limit_note(cgroup: Path | None = None) -> str:
+    if cgroup is not None:
+        return f"process count: at most {MAX_TASKS} tasks (a pids cgroup of its own)"
     soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
     if os.geteuid() == 0:
         return "process count: not limited (running as root, exempt from RLIMIT_NPROC)"
